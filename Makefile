@@ -1,0 +1,31 @@
+# egg: `make demo` and `make test` set everything up first (idempotent).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.egg-setup-stamp
+
+# CPU machines: torch's CPU build, triton 3.6 (its interpreter needs numpy<2.4).
+TORCH_PINS := torch==2.13.0 "triton>=3.6,<3.7" "numpy<2.4"
+
+.PHONY: setup demo test test-gpu clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_PINS)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]" $(TORCH_PINS)
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/egg check examples/candidates/softmax_triton.py --ref problems/tiny/level1/23_Softmax.py --device cpu
+
+test: setup
+	$(PY) -m pytest -q -m "not gpu"
+
+# On a machine with a CUDA GPU (the H200): the tests marked gpu.
+test-gpu:
+	$(PYTHON) -m pytest -q -m gpu
+
+clean:
+	rm -rf $(VENV) .pytest_cache

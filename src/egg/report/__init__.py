@@ -1,0 +1,1 @@
+"""Presenting results to people: terminal tables now; markdown and plots later."""
