@@ -1,0 +1,175 @@
+"""Measures the judge on a CUDA GPU: agreement with triton.testing.do_bench, repeatability, overhead, throughput.
+
+Run on the GPU machine from the repository root:
+    PYTHONPATH=src python bench/judge_h200.py --out OUTDIR [--quick]
+It writes OUTDIR/judge_h200.json (every number) and OUTDIR/judge_h200.md (the tables); both are committed under
+bench/results/ with the command that made them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton.testing
+
+from egg.evaluator.judge import Judge
+from egg.evaluator.probes import hold_fp32_to_fp32
+from egg.problems.loader import load_candidate, load_problem, load_suite
+from egg.types import EvalOptions, to_jsonable
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "problems" / "suite"
+EXAMPLES = ROOT / "examples" / "candidates"
+
+
+def do_bench_median_ms(problem_path: str) -> float:
+    """The reference's eager time by triton.testing.do_bench (median), in this process, same seeds as egg."""
+    spec = importlib.util.spec_from_file_location("bench_problem", problem_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(42)
+    init = module.get_init_inputs()
+    torch.manual_seed(42)
+    model = module.Model(*init).cuda()
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    with torch.no_grad():
+        ms = triton.testing.do_bench(lambda: model(*inputs), warmup=100, rep=500, return_mode="median")
+    del model, inputs
+    torch.cuda.empty_cache()
+    return ms
+
+
+def agreement(problems, log) -> list[dict]:
+    """egg's eager timing of each suite reference against do_bench's."""
+    rows = []
+    # Timing needs no more than one correctness set; both sides hold fp32 to fp32 (cuDNN TF32 off), as egg does.
+    hold_fp32_to_fp32()
+    with Judge(EvalOptions(device="cuda", baselines=("eager",), correctness_trials=1, signed_trial=False)) as judge:
+        for problem in problems:
+            start = time.monotonic()
+            try:
+                ref = judge.reference(problem)
+            except Exception as exc:  # keep going: one broken problem must not lose the rest
+                rows.append({"problem": problem.name, "level": problem.level, "error": str(exc)[:500]})
+                log(f"{problem.name}: reference failed: {exc}")
+                continue
+            egg_ms = ref.result["baselines"]["eager"]["median_ms"]
+            bench_ms = do_bench_median_ms(problem.path)
+            row = {
+                "problem": problem.name,
+                "level": problem.level,
+                "egg_eager_median_ms": round(egg_ms, 4),
+                "egg_ci95_ms": [round(ref.result["baselines"]["eager"]["ci95_low_ms"], 4), round(ref.result["baselines"]["eager"]["ci95_high_ms"], 4)],
+                "do_bench_median_ms": round(bench_ms, 4),
+                "ratio": round(egg_ms / bench_ms, 4),
+                "in_1_15_ms": 1.0 <= egg_ms <= 15.0,
+                "degenerate": ref.degeneracy.degenerate,
+                "reference_wall_s": round(time.monotonic() - start, 2),
+            }
+            rows.append(row)
+            log(f"{problem.name}: egg {egg_ms:.4f} ms, do_bench {bench_ms:.4f} ms, ratio {row['ratio']:.3f}")
+            judge._references.clear()  # free the kept outputs
+    return rows
+
+
+def example_pairs() -> list[tuple[Path, Path]]:
+    """(candidate, suite problem) for each example: the candidate's header names its tiny problem."""
+    pairs = []
+    for cand in sorted(EXAMPLES.glob("*.py")):
+        head = cand.read_text().splitlines()[:5]
+        tiny = next((w for line in head for w in line.replace(",", " ").split() if w.startswith("problems/tiny/")), None)
+        if tiny:
+            suite = ROOT / tiny.replace("problems/tiny/", "problems/suite/").rstrip(".:")
+            if suite.exists():
+                pairs.append((cand, suite))
+    return pairs
+
+
+def examples_and_repeats(repeats: int, log) -> dict:
+    """Every example candidate judged on its full-size problem; the first judged `repeats` times more."""
+    out = {"examples": [], "repeats": []}
+    with Judge(EvalOptions(device="cuda")) as judge:
+        pairs = example_pairs()
+        for cand, prob in pairs:
+            problem = load_problem(prob)
+            t0 = time.monotonic()
+            judge.reference(problem)
+            ref_s = time.monotonic() - t0
+            result = judge.evaluate(problem, load_candidate(cand))
+            out["examples"].append({"candidate": cand.name, "problem": problem.name, "reference_s": round(ref_s, 2), "result": to_jsonable(result)})
+            log(f"{cand.name} on {problem.name}: {result.status.value} {result.reason} speedups {result.speedups} in {result.duration_s:.1f} s")
+        if pairs:
+            cand, prob = pairs[0]
+            problem = load_problem(prob)
+            for i in range(repeats):
+                result = judge.evaluate(problem, load_candidate(cand))
+                out["repeats"].append({"status": result.status.value, "median_ms": result.timing.median_ms if result.timing else None, "duration_s": result.duration_s, "phase_s": result.phase_s})
+                log(f"repeat {i + 1}: {result.status.value} median {out['repeats'][-1]['median_ms']}")
+    return out
+
+
+def summarize(report: dict) -> str:
+    lines = ["# The judge on the H200", "", f"Environment: {json.dumps(report['environment'])}", ""]
+    rows = [r for r in report["agreement"] if "ratio" in r]
+    lines += ["## Eager reference: egg's timing vs triton.testing.do_bench (median)", "",
+              "| problem | egg median ms | egg 95% CI | do_bench median ms | egg/do_bench | 1-15 ms |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['level']}/{r['problem']} | {r['egg_eager_median_ms']} | {r['egg_ci95_ms']} | {r['do_bench_median_ms']} | {r['ratio']} | {'yes' if r['in_1_15_ms'] else 'NO'} |")
+    for r in report["agreement"]:
+        if "error" in r:
+            lines.append(f"| {r['level']}/{r['problem']} | failed: {r['error'][:80]} | | | | |")
+    if rows:
+        off = [r for r in rows if abs(r["ratio"] - 1) > 0.05]
+        lines += ["", f"Within 5%: {len(rows) - len(off)} of {len(rows)}; worst ratio {max(rows, key=lambda r: abs(r['ratio'] - 1))['ratio']}."]
+    lines += ["", "## Example candidates on their full-size problems", "", "| candidate | problem | status | median ms | speedup vs eager | vs compile | eval s |", "|---|---|---|---|---|---|---|"]
+    for e in report["examples"]["examples"]:
+        res = e["result"]
+        med = res["timing"]["median_ms"] if res["timing"] else "-"
+        lines.append(f"| {e['candidate']} | {e['problem']} | {res['status']} | {med} | {res['speedups'].get('eager', '-')} | {res['speedups'].get('compile', '-')} | {res['duration_s']} |")
+    reps = [r["median_ms"] for r in report["examples"]["repeats"] if r["median_ms"]]
+    if reps:
+        spread = (max(reps) - min(reps)) / statistics.median(reps)
+        lines += ["", f"## Repeatability: {len(reps)} fresh-process evaluations of one candidate", "",
+                  f"medians (ms): {reps}; spread (max-min)/median = {spread:.2%}"]
+        durations = [r["duration_s"] for r in report["examples"]["repeats"]]
+        lines += ["", "## Overhead and throughput (reference cached, candidate in a fresh worker each time)", "",
+                  f"mean evaluation {statistics.fmean(durations):.2f} s per candidate = {60 / statistics.fmean(durations):.1f} candidates per minute",
+                  f"phases of the last one (s): {report['examples']['repeats'][-1]['phase_s']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quick", action="store_true", help="3 problems, 2 repeats")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "judge_h200.log", "w")
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+        log_file.write(message + "\n")
+        log_file.flush()
+
+    problems = load_suite(SUITE)
+    if args.quick:
+        problems = problems[:3]
+    report = {"command": " ".join(sys.argv), "environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}}
+    report["agreement"] = agreement(problems, log)
+    report["examples"] = examples_and_repeats(2 if args.quick else args.repeats, log)
+    (out / "judge_h200.json").write_text(json.dumps(report, indent=1))
+    (out / "judge_h200.md").write_text(summarize(report))
+    print(summarize(report))
+
+
+if __name__ == "__main__":
+    main()

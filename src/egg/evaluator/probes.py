@@ -1,0 +1,165 @@
+"""Run-time probes the worker installs before a candidate's code is imported.
+
+Imported by the worker: torch, triton and the standard library only.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# aten ops that move, view or allocate memory without computing anything: a candidate may keep these in torch.
+NON_COMPUTE_OPS = frozenset(
+    """
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like new_ones
+    full full_like new_full fill fill_ zero zero_ scalar_tensor arange lift_fresh lift_fresh_copy detach alias
+    view _unsafe_view view_as reshape _reshape_alias permute transpose transpose_ t t_ expand expand_as contiguous
+    clone copy copy_ _to_copy to as_strided slice select squeeze squeeze_ unsqueeze unsqueeze_ split split_with_sizes
+    chunk unbind flatten unflatten narrow resize_ set_ stride size sym_size sym_stride sym_numel numel is_contiguous
+    _local_scalar_dense item movedim movedim permute_copy view_copy index_select_backward dim type_as
+    """.split()
+)
+
+
+class LaunchCounter:
+    """Counts launches of Triton kernels (compiled or interpreted), per kernel name.
+
+    It wraps `run` on Triton's kernel classes, the one method every launch goes through (autotuned ones too).
+    """
+
+    def __init__(self, source_file: str | None = None) -> None:
+        self.source_file = source_file
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._installed: list[tuple[type, object]] = []
+
+    def install(self) -> None:
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        for cls in (JITFunction, InterpretedFunction):
+            original = cls.run
+            self._installed.append((cls, original))
+            cls.run = self._wrap(original)
+
+    def _wrap(self, original):
+        counter = self
+
+        def run(kernel, *args, grid, warmup, **kwargs):
+            if not warmup:
+                counter._count(kernel)
+            return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+
+        return run
+
+    def _count(self, kernel) -> None:
+        fn = getattr(kernel, "fn", None)
+        code = getattr(fn, "__code__", None)
+        if self.source_file and code is not None and code.co_filename != self.source_file:
+            name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', '?')}"
+        else:
+            name = getattr(fn, "__name__", repr(kernel))
+        self.counts[name] += 1
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def own_total(self) -> int:
+        """Launches of kernels defined in the candidate's own file."""
+        return sum(n for name, n in self.counts.items() if "." not in name)
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the aten compute ops (by packet name) that run while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name not in NON_COMPUTE_OPS:
+            self.ops.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _namespaces() -> dict[str, object]:
+    import builtins
+
+    import torch.nn.functional as F
+    import triton
+    import triton.runtime.jit
+    import triton.testing
+
+    spaces = {
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch.nn.functional": F,
+        "torch._C": torch._C,
+        "time": time,
+        "builtins": builtins,
+        "triton": triton,
+        "triton.testing": triton.testing,
+        "triton.runtime.jit.JITFunction": triton.runtime.jit.JITFunction,
+    }
+    if torch.cuda.is_available():
+        spaces.update({"torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event})
+    return spaces
+
+
+def numeric_settings() -> dict[str, object]:
+    """Process-wide precision switches; a candidate must not flip them (TF32 passes for fp32 only by luck)."""
+    return {
+        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "torch.float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def hold_fp32_to_fp32() -> None:
+    """Full fp32 in library ops (cuDNN defaults to TF32 for convolutions): set for reference and candidate alike."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+class NamespaceSnapshot:
+    """The callables of the modules and classes a judge relies on, and the precision switches, to tell later
+    whether any were replaced or flipped."""
+
+    def __init__(self) -> None:
+        self._before = {key: self._callables(space) for key, space in _namespaces().items()}
+        self._settings = numeric_settings()
+
+    @staticmethod
+    def _callables(space: object) -> dict[str, object]:
+        # The objects themselves are kept (not their ids), so a replaced one cannot be mistaken for a new one.
+        return {name: value for name, value in list(vars(space).items()) if callable(value)}
+
+    def changes(self) -> list[str]:
+        """Dotted names whose object is no longer the one seen at the snapshot (replaced or deleted)."""
+        changed = []
+        for key, space in _namespaces().items():
+            now = vars(space)
+            for name, value in self._before.get(key, {}).items():
+                if now.get(name) is not value:
+                    changed.append(f"{key}.{name}")
+        changed += [f"{name} (now {value})" for name, value in numeric_settings().items() if value != self._settings[name]]
+        return sorted(changed)
+
+
+def warm_up(device: torch.device) -> None:
+    """Run the probes once on a trivial op: torch replaces some of its own functions on first use (entering a
+    dispatch mode wraps `torch.manual_seed`, for one), and that must happen before the snapshot, not after."""
+    with OpRecorder():
+        (torch.ones(2, device=device) + 1).sum()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def live_threads() -> int:
+    """Python threads alive now (a thread that outlives a call can finish its work after the clock stops)."""
+    return threading.active_count()

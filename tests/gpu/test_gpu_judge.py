@@ -1,0 +1,69 @@
+"""The judge on a CUDA GPU: timing, and the cheats only a GPU can show. Run on the GPU machine: pytest -m gpu."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from egg.evaluator.judge import Judge
+from egg.types import EvalOptions, Status
+
+from ..evaluator.conftest import candidate, problem
+
+pytestmark = pytest.mark.gpu
+SOFTMAX = "level1/23_Softmax.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_judge():
+    if not torch.cuda.is_available():
+        pytest.fail("tests marked gpu need a CUDA GPU")
+    with Judge(EvalOptions(device="cuda", timing_trials=30)) as judge:
+        yield judge
+
+
+def no_static_findings(source, reference_dtypes=frozenset()):
+    return ()
+
+
+def test_honest_candidate_is_timed_against_both_baselines(gpu_judge):
+    result = gpu_judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert result.status is Status.OK, (result.reason, result.log_tail)
+    assert result.timing and result.timing.trials == 30 and result.timing.method == "cuda_events"
+    assert result.timing.ci95_low_ms <= result.timing.median_ms <= result.timing.ci95_high_ms
+    assert set(result.baselines) == {"eager", "compile"} and set(result.speedups) == {"eager", "compile"}
+    checks = {c.name: c for c in result.checks}
+    assert checks["side_stream"].passed and checks["physical_limit"].passed
+    # every timed set's last output was verified
+    assert {t.name for t in result.trials} >= {"timed_0", "timed_1", "timed_2"}
+
+
+def test_side_stream_work_is_caught_at_run_time():
+    """The static audit is switched off: the full-device sync against the events must catch it."""
+    with Judge(EvalOptions(device="cuda", timing_trials=30), auditor=no_static_findings) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("gpu_side_stream.py"))
+    assert (result.status, result.reason.split(":")[0]) == (Status.BANNED, "side_stream"), (result.reason, result.log_tail)
+
+
+def test_stale_memory_is_poisoned(gpu_judge):
+    result = gpu_judge.evaluate(problem(SOFTMAX), candidate("cheat_stale_memory.py"))
+    assert result.status is Status.MISMATCH and result.reason.startswith("correctness: trial_1:"), result.reason
+
+
+def test_patched_cuda_timer_is_caught_at_run_time():
+    with Judge(EvalOptions(device="cuda", timing_trials=10), auditor=no_static_findings) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("cheat_timer_patch.py"))
+    assert result.status is Status.BANNED and result.reason.startswith("timer_integrity:"), result.reason
+    assert "torch.cuda.Event.elapsed_time" in result.reason
+
+
+def test_phase_switch_is_caught_in_the_timed_calls(gpu_judge):
+    result = gpu_judge.evaluate(problem(SOFTMAX), candidate("cheat_phase_switch.py"))
+    assert result.status is Status.MISMATCH, result.reason
+
+
+def test_graph_replay_is_timed_when_asked():
+    with Judge(EvalOptions(device="cuda", timing_trials=20, cuda_graph=True)) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert result.status is Status.OK, result.reason
+    assert {"eager_graph", "compile_graph"} <= set(result.baselines)
