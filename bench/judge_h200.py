@@ -46,12 +46,13 @@ def do_bench_median_ms(problem_path: str) -> float:
     return ms
 
 
-def agreement(problems, log) -> list[dict]:
-    """egg's eager timing of each suite reference against do_bench's."""
+def agreement(problems, log, save) -> list[dict]:
+    """egg's eager timing of each suite reference against do_bench's (one input set, as do_bench uses)."""
     rows = []
     # Timing needs no more than one correctness set; both sides hold fp32 to fp32 (cuDNN TF32 off), as egg does.
     hold_fp32_to_fp32()
-    with Judge(EvalOptions(device="cuda", baselines=("eager",), correctness_trials=1, signed_trial=False)) as judge:
+    options = EvalOptions(device="cuda", baselines=("eager",), correctness_trials=1, signed_trial=False, timed_input_sets=1)
+    with Judge(options) as judge:
         for problem in problems:
             start = time.monotonic()
             try:
@@ -74,6 +75,7 @@ def agreement(problems, log) -> list[dict]:
                 "reference_wall_s": round(time.monotonic() - start, 2),
             }
             rows.append(row)
+            save(rows)
             log(f"{problem.name}: egg {egg_ms:.4f} ms, do_bench {bench_ms:.4f} ms, ratio {row['ratio']:.3f}")
             judge._references.clear()  # free the kept outputs
     return rows
@@ -90,6 +92,22 @@ def example_pairs() -> list[tuple[Path, Path]]:
             if suite.exists():
                 pairs.append((cand, suite))
     return pairs
+
+
+def repeats_only(repeats: int, log) -> dict:
+    """One candidate (the softmax example on its full-size problem) judged `repeats` times in fresh workers."""
+    out = {"examples": [], "repeats": []}
+    with Judge(EvalOptions(device="cuda")) as judge:
+        problem = load_problem(SUITE / "level1" / "23_Softmax.py")
+        t0 = time.monotonic()
+        judge.reference(problem)
+        out["reference_s"] = round(time.monotonic() - t0, 2)
+        for i in range(repeats):
+            result = judge.evaluate(problem, load_candidate(EXAMPLES / "softmax_triton.py"))
+            out["repeats"].append({"status": result.status.value, "median_ms": result.timing.median_ms if result.timing else None,
+                                   "speedups": result.speedups, "duration_s": result.duration_s, "phase_s": result.phase_s})
+            log(f"repeat {i + 1}: {result.status.value} median {out['repeats'][-1]['median_ms']} in {result.duration_s} s; phases {result.phase_s}")
+    return out
 
 
 def examples_and_repeats(repeats: int, log) -> dict:
@@ -150,10 +168,11 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true", help="3 problems, 2 repeats")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--part", choices=("all", "agreement", "examples", "repeats"), default="all")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log_file = open(out / "judge_h200.log", "w")
+    log_file = open(out / f"judge_h200_{args.part}.log", "w")
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -164,10 +183,19 @@ def main() -> None:
     if args.quick:
         problems = problems[:3]
     report = {"command": " ".join(sys.argv), "environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}}
-    report["agreement"] = agreement(problems, log)
-    report["examples"] = examples_and_repeats(2 if args.quick else args.repeats, log)
-    (out / "judge_h200.json").write_text(json.dumps(report, indent=1))
-    (out / "judge_h200.md").write_text(summarize(report))
+    name = "judge_h200" if args.part == "all" else f"judge_h200_{args.part}"
+
+    def save(rows):  # after every problem, so a run cut short keeps what it measured
+        (out / f"{name}.partial.json").write_text(json.dumps(rows, indent=1))
+
+    report["agreement"] = agreement(problems, log, save) if args.part in ("all", "agreement") else []
+    report["examples"] = {"examples": [], "repeats": []}
+    if args.part in ("all", "examples"):
+        report["examples"] = examples_and_repeats(2 if args.quick else args.repeats, log)
+    elif args.part == "repeats":
+        report["examples"] = repeats_only(args.repeats, log)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{name}.md").write_text(summarize(report))
     print(summarize(report))
 
 

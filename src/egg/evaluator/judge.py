@@ -26,7 +26,8 @@ from egg.types import Candidate, Check, EvalOptions, EvalResult, Finding, Flag, 
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
 # Timing is flagged as gamed when the host-side time to a full-device sync exceeds the event time by this much.
-SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS = 1.25, 0.1
+# The slack covers the host's own overhead and the tail of the queued L2 flush (256 MB at ~4 TB/s is ~0.07 ms).
+SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS = 1.25, 0.25
 # A candidate faster than this fraction of the physical floor is flagged (noise and cache effects stay below it).
 PHYSICAL_LIMIT_MARGIN = 0.9
 # Datasheet dense tensor peaks (FLOP/s) by device name; the floor uses the fastest precision that could pass.
@@ -81,6 +82,11 @@ class Judge:
         self.pool.close()
 
     @property
+    def compare_device(self) -> str:
+        """Where outputs are compared: large outputs compare far faster on the GPU than in float64 on the CPU."""
+        return "cuda" if self.options.device == "cuda" and torch.cuda.is_available() else "cpu"
+
+    @property
     def timing_enabled(self) -> bool:
         return self.options.timing and self.options.device != "cpu"
 
@@ -121,7 +127,7 @@ class Judge:
         reference = Reference(outcome.result, outputs, input_sets, timed_sets, compare.Degeneracy(False))
         self._drop_unusable_signed_trial(reference)
         trial_outputs = [outputs[s["name"]] for s in input_sets if not s.get("signed")]
-        reference.degeneracy = compare.detect_degenerate(trial_outputs)
+        reference.degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
         return reference
 
     @staticmethod
@@ -285,6 +291,7 @@ class CandidateChecks:
         self.verdict, self.result, self.outputs = verdict, result, outputs
         self.reference = verdict.reference
         self.calls = {c["name"]: c for c in result.get("calls", [])}
+        self.compare_device = verdict.judge.compare_device
 
     def run(self) -> tuple[Status, str]:
         """Run all checks; the status is the first failure's (banned before mismatch), else ok."""
@@ -381,7 +388,8 @@ class CandidateChecks:
         missing = [s["name"] for s in self.reference.timed_sets if "timing" in self.result and s["name"] not in self.outputs]
         for name in names:
             ref = self.reference.outputs[self._reference_name(name)]
-            self.verdict.trials.append(compare.compare_outputs(name, self.outputs.get(name, []), ref, degenerate=degenerate))
+            outs = self.outputs.get(name, [])
+            self.verdict.trials.append(compare.compare_outputs(name, outs, ref, degenerate=degenerate, device=self.compare_device))
         failed = [t for t in self.verdict.trials if not t.passed]
         if missing:
             return Check("correctness", False, f"no output kept for timed set(s) {', '.join(missing)}")

@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import egg
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 COMPILE_PHASES = ("", "setup", "import", "construct", "first_call")
 LOG_TAIL_CHARS = 4000
+SHM_MIN_FREE_BYTES = 32 << 30
 
 
 class InfraError(RuntimeError):
@@ -61,7 +63,7 @@ class WorkerPool:
 
     def __init__(self, device: str, root: str | os.PathLike | None = None) -> None:
         self.device = device
-        self._root = Path(tempfile.mkdtemp(prefix="egg-jobs-", dir=root))
+        self._root = Path(tempfile.mkdtemp(prefix="egg-jobs-", dir=root or _scratch_root()))
         self._lock = threading.Lock()
         self._server: subprocess.Popen | None = None
         self._events: dict[str, queue.Queue] = {}
@@ -106,6 +108,7 @@ class WorkerPool:
                 except subprocess.TimeoutExpired:
                     os.killpg(self._server.pid, signal.SIGKILL)
             self._server = None
+        shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -175,6 +178,16 @@ class WorkerPool:
                     return
             except queue.Empty:
                 continue
+
+
+def _scratch_root() -> str | None:
+    """Memory-backed /dev/shm when it has room (outputs of GiB travel through job folders), else the temp dir."""
+    try:
+        stats = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    free = stats.f_bavail * stats.f_frsize
+    return "/dev/shm" if free >= SHM_MIN_FREE_BYTES and os.access("/dev/shm", os.W_OK) else None
 
 
 def _kill_group(pid: int) -> None:
