@@ -20,7 +20,12 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	$(VENV)/bin/egg check examples/candidates/softmax_triton.py --ref problems/tiny/level1/23_Softmax.py --device cpu
 
-test: setup
+# llama.cpp's llama-server and a small model for the LLM tests: built once (minutes), cached in ~/.cache/egg.
+.PHONY: llm-server
+llm-server: setup
+	PY=$(CURDIR)/$(PY) scripts/llama_server.sh
+
+test: setup llm-server
 	$(PY) -m pytest -q -m "not gpu"
 
 # On a machine with a CUDA GPU (the H200): the tests marked gpu.
