@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]" $(TORCH_PINS)
 	touch $(STAMP)
 
+# egg's main job on a bundled problem, offline: a scripted model (examples/scripts/) drives every stage on the CPU;
+# then the winner is judged once more by `egg check`.
+DEMO_PROBLEM := problems/tiny/level1/23_Softmax.py
 demo: setup
-	$(VENV)/bin/egg check examples/candidates/softmax_triton.py --ref problems/tiny/level1/23_Softmax.py --device cpu
+	rm -rf egg-out/demo
+	$(VENV)/bin/egg optimize $(DEMO_PROBLEM) --script examples/scripts/softmax_demo.yaml --device cpu --seeds 3 --rounds 1 --out egg-out/demo
+	$(VENV)/bin/egg check egg-out/demo/best.py --ref $(DEMO_PROBLEM) --device cpu
 
 # llama.cpp's llama-server and a small model for the LLM tests: built once (minutes), cached in ~/.cache/egg.
 .PHONY: llm-server

@@ -88,6 +88,75 @@ def check(
     raise typer.Exit(0 if result.ok else 1)
 
 
+@app.command()
+def profile(
+    candidate: Path = typer.Argument(..., help="A file defining class ModelNew."),
+    ref: Path = typer.Option(..., "--ref", help="The KernelBench-format problem file it solves."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ProfileReport as JSON."),
+    static_only: bool = typer.Option(False, "--static-only", help="No GPU run: sm_90 compile facts and the analytic floor."),
+    mode: str = typer.Option("auto", help="auto, ncu, torch_profiler or static_only."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Profile again even if this candidate was profiled here."),
+) -> None:
+    """What limits a candidate's kernels: NCU counters, roofline classification, evidence (static facts without a GPU)."""
+    from egg.problems.loader import ProblemError
+    from egg.profiler.profiling import ProfileOptions, ProfilerSetupError, profile_candidate
+    from egg.report.profile import render
+    from egg.types import to_jsonable
+
+    options = ProfileOptions(mode="static_only" if static_only else mode, use_cache=not no_cache)
+    if not as_json:
+        err.print(f"[dim]profiling {candidate} ({options.mode}) ...[/]")
+    try:
+        report = profile_candidate(candidate, ref, options)
+    except ProblemError as exc:
+        fail(str(exc))
+    except ProfilerSetupError as exc:
+        fail(str(exc), exc.hint)
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(report), indent=2) + "\n")
+    else:
+        render(report, Console())
+    raise typer.Exit(0 if report.overall is not None else 1)
+
+
+@app.command()
+def optimize(
+    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    llm: str | None = typer.Option(None, "--llm", help="PROVIDER:MODEL\\[@BASE_URL] (else EGG_LLM or egg.yaml)."),
+    script: Path | None = typer.Option(None, "--script", help="A YAML file of scripted replies per agent, instead of a model."),
+    config: Path | None = typer.Option(None, "--config", help="YAML config (default: ./egg.yaml)."),
+    device: Device = typer.Option(Device.auto, help="cuda (timed) or cpu (correctness only)."),
+    out: Path = typer.Option(Path("egg-out"), "--out", help="Where best.py, report.md, evidence.json and the store go."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run kept in --out."),
+    seeds: int = typer.Option(3, min=1, max=5, help="Seeds of different paradigms in stage 1."),
+    rounds: int = typer.Option(2, min=0, help="Profile/rewrite rounds per hardware sub-stage."),
+    debug_rounds: int = typer.Option(2, min=0, help="Repairs per failing candidate."),
+    max_llm_calls: int = typer.Option(120, min=1, help="Budget: model calls."),
+    max_cost_usd: float | None = typer.Option(None, help="Budget: dollars."),
+    max_wall_s: float | None = typer.Option(None, help="Budget: wall-clock seconds."),
+) -> None:
+    """Optimize one problem: seeds, then parallel mapping, tiling and memory; writes best.py, report.md,
+    evidence.json into --out."""
+    from egg.config import ConfigError, load_config
+    from egg.pipeline.run import ModelChoice, RunError
+    from egg.pipeline.run import optimize as run_optimize
+    from egg.pipeline.script import ScriptError
+    from egg.pipeline.stages import Budget
+    from egg.problems.loader import ProblemError
+    from egg.types import EvalOptions
+
+    try:
+        choice = ModelChoice(script=script) if script else ModelChoice(llm=load_config(config, llm_spec=llm).llm)
+        if choice.llm is not None and choice.llm.spec is None:
+            fail("no LLM configured, and egg's built-in expert backend is not built yet", "pass --llm PROVIDER:MODEL[@BASE_URL], set EGG_LLM, or give --script FILE")
+        options = EvalOptions(device=resolve_device(device))
+        budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, max_llm_calls=max_llm_calls, max_cost_usd=max_cost_usd, max_wall_s=max_wall_s)
+        outcome = run_optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False))
+    except (ConfigError, RunError, ScriptError, ProblemError) as exc:
+        fail(str(exc))
+    Console().print(f"[bold]{outcome.headline()}[/]\nwrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}")
+
+
 def main() -> None:
     app()
 

@@ -131,6 +131,7 @@ class EvalResult:
     timing: Timing | None = None
     baselines: dict[str, Timing] = field(default_factory=dict)
     speedups: dict[str, float] = field(default_factory=dict)  # baseline name -> baseline / candidate
+    physical_floor_ms: float | None = None  # the fastest any implementation could be (bytes or FLOPs at the ceiling)
     kernels_launched: dict[str, int] = field(default_factory=dict)  # Triton kernel -> launches seen
     flags: tuple[Flag, ...] = ()
     log_tail: str = ""

@@ -259,6 +259,7 @@ class Verdict:
         shutil.rmtree(outcome.workdir, ignore_errors=True)
         checks = CandidateChecks(self, result, outputs)
         status, reason = checks.run()
+        floor_ms = checks.floor_ms
         timing = Timing(**result["timing"]) if "timing" in result else None
         speedups = {}
         if timing is not None:
@@ -273,6 +274,7 @@ class Verdict:
             kernels_launched=result.get("kernels", {}),
             log_tail="" if status is Status.OK else outcome.log_tail,
             phase_s=result.get("phase_s", {}),
+            physical_floor_ms=floor_ms,
         )
 
     def _observe_calls(self, result: dict[str, Any]) -> None:
@@ -292,6 +294,7 @@ class CandidateChecks:
         self.reference = verdict.reference
         self.calls = {c["name"]: c for c in result.get("calls", [])}
         self.compare_device = verdict.judge.compare_device
+        self.floor_ms: float | None = None
 
     def run(self) -> tuple[Status, str]:
         """Run all checks; the status is the first failure's (banned before mismatch), else ok."""
@@ -421,6 +424,7 @@ class CandidateChecks:
         if not floors:
             return Check("physical_limit", None, "no ceiling known for this device")
         floor_ms, why = max(floors)
+        self.floor_ms = floor_ms
         ok = measured >= floor_ms * PHYSICAL_LIMIT_MARGIN
         detail = f"measured {measured:.4g} ms, physical floor {floor_ms:.4g} ms ({why})"
         return Check("physical_limit", ok, ("faster than physically possible: " if not ok else "") + detail)

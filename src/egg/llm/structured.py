@@ -102,7 +102,8 @@ def reply_schema(reply_type: type[BaseModel]) -> dict[str, Any]:
     properties = schema.get("properties", {})
     for name in code_fields(reply_type):
         properties.pop(name, None)
-    schema["required"] = list(properties)  # every field, defaults or not: nothing is filled in for the model
+    # Required unless its default is None, which means "the model did not say": nothing is filled in for it.
+    schema["required"] = [name for name in properties if not _may_omit(reply_type.model_fields[name])]
     return schema
 
 
@@ -111,7 +112,7 @@ def reply_instructions(reply_type: type[BaseModel]) -> str:
     schema = json.dumps(reply_schema(reply_type), indent=2)
     lines = [
         "Answer with one JSON object in a ```json fenced block that matches this JSON schema.",
-        "Give every field; none is optional.",
+        "Give every field listed as required.",
         f"```json\n{schema}\n```",
     ]
     for name, marker in code_fields(reply_type).items():
@@ -123,11 +124,11 @@ def reply_instructions(reply_type: type[BaseModel]) -> str:
 def parse_reply(text: str, reply_type: type[T], *, truncated: bool = False) -> T:
     """The reply as `reply_type`, or ReplyError saying what is wrong."""
     try:
-        data = _json_object(text)
+        data = _json_object(text) if _json_required(reply_type) else _json_object_if_any(text)
         data.update(_code_values(text, reply_type, data))
-        missing = [name for name in reply_type.model_fields if name not in data]
+        missing = [name for name, field in reply_type.model_fields.items() if not _may_omit(field) and name not in data]
         if missing:
-            raise ReplyError(f"missing field(s) {', '.join(missing)}: every field must be given")
+            raise ReplyError(f"missing field(s) {', '.join(missing)}: every required field must be given")
         return reply_type.model_validate(data)
     except ValidationError as error:
         raise _with_cut_note(ReplyError(_validation_summary(error)), truncated) from None
@@ -158,6 +159,22 @@ def ask(
                 conversation=conversation,
             )
         conversation = conversation.with_user(_feedback(errors[-1], reply_type))
+
+
+def _json_required(reply_type: type[BaseModel]) -> bool:
+    """Whether the reply needs a JSON block: some required field does not travel as fenced code."""
+    code = code_fields(reply_type)
+    return any(not _may_omit(field) and name not in code for name, field in reply_type.model_fields.items())
+
+
+def _may_omit(field: Any) -> bool:
+    """A field the model may leave out: its default is None, read as "not said". Other defaults must be stated."""
+    return not field.is_required() and field.default is None
+
+
+def _json_object_if_any(text: str) -> dict[str, Any]:
+    has_json = any(block.language == "json" for block in fenced_blocks(text)) or text.strip().startswith("{")
+    return _json_object(text) if has_json else {}
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -1,0 +1,30 @@
+"""The Code Agent: writes seeds of different paradigms, and rewrites a kernel against a diagnosis."""
+
+from __future__ import annotations
+
+from egg.agents.base import Agent
+from egg.agents.replies import Diagnosis, KernelReply
+from egg.llm.structured import Parsed, StructuredFailure
+
+
+class CodeAgent(Agent):
+    name = "code"
+
+    def seed(self, problem_source: str, paradigm: str, index: int, count: int) -> Parsed[KernelReply] | StructuredFailure:
+        """Seed `index` of `count`, following `paradigm`."""
+        return self.ask("code_seed", KernelReply, problem_source=problem_source, paradigm=paradigm, index=index, count=count)
+
+    def rewrite(
+        self, kernel: str, stage: str, objective: str, diagnosis: Diagnosis, decisions: list, time_text: str
+    ) -> Parsed[KernelReply] | StructuredFailure:
+        """A new version of `kernel` that removes the diagnosed bottleneck, keeping earlier decisions."""
+        return self.ask(
+            "code_rewrite",
+            KernelReply,
+            kernel=kernel,
+            stage=stage,
+            objective=objective,
+            diagnosis=diagnosis.model_dump_json(indent=1),
+            decisions=decisions,
+            time_text=time_text,
+        )

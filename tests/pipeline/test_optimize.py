@@ -1,0 +1,148 @@
+"""egg optimize end to end on the CPU: a scripted model, real servers on loopback, the real judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from egg.config import CassetteConfig, LLMConfig
+from egg.evaluator import evaluate
+from egg.llm.spec import parse_spec
+from egg.pipeline.run import ModelChoice, optimize
+from egg.pipeline.stages import Budget
+from egg.problems.loader import load_candidate, load_problem
+from egg.store import Store
+from egg.types import EvalOptions, Status
+from tests.llm.http_stub import StubServer, _send
+
+ROOT = Path(__file__).resolve().parents[2]
+SOFTMAX = ROOT / "problems" / "tiny" / "level1" / "23_Softmax.py"
+SCRIPT = ROOT / "examples" / "scripts" / "softmax_demo.yaml"
+CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1)
+DEMO_BUDGET = Budget(seeds=3, rounds=1)
+EXPECTED = [  # (stage, origin, status) of every candidate the demo script leads to, in order
+    ("algorithm", "seed", "ok"),
+    ("algorithm", "seed", "mismatch"),
+    ("algorithm", "debug", "ok"),
+    ("algorithm", "seed", "banned"),
+    ("algorithm", "debug", "ok"),
+    ("parallel_mapping", "rewrite", "ok"),
+    ("tiling", "rewrite", "ok"),
+    ("memory", "rewrite", "ok"),
+]
+
+
+def attempts(outcome) -> list[tuple[str, str, str]]:
+    return [(a.stage, a.origin, a.status) for a in outcome.progress.attempts]
+
+
+def test_scripted_run_walks_every_path(tmp_path):
+    outcome = optimize(SOFTMAX, tmp_path, ModelChoice(script=SCRIPT), CPU, DEMO_BUDGET)
+    assert attempts(outcome) == EXPECTED
+    # the malformed third seed went back to the model once, then the cheat came, was banned and repaired
+    banned = outcome.progress.attempts[3]
+    assert banned.reason.startswith("triton_launched:")
+    assert [d.stage for d in outcome.progress.decisions] == ["algorithm", "parallel_mapping", "tiling", "memory"]
+    assert outcome.progress.best_id == 1 and outcome.final.status is Status.OK  # cpu: the first correct seed stays
+    by_agent = {k: v.calls for k, v in outcome.ledger.totals("agent").items()}
+    assert by_agent == {"code": 7, "debug": 2, "profile": 3}
+    evidence = json.loads((tmp_path / "evidence.json").read_text())
+    assert evidence["verdict"]["status"] == "ok" and evidence["best_is_reference"] is False
+    assert evidence["llm"]["total"]["calls"] == 12 and evidence["beats_eager"] is None
+    report = (tmp_path / "report.md").read_text()
+    assert "| algorithm | 5 | 3 | 1 |" in report and "correctness only" in report
+    best = evaluate(load_problem(SOFTMAX), load_candidate(tmp_path / "best.py"), CPU)
+    assert best.status is Status.OK, best.reason
+    store = Store(tmp_path / "egg.sqlite")
+    assert len(store.candidates(outcome.run_id)) == 8 and len(store.calls(outcome.run_id)) == 12
+    assert store.run(outcome.run_id)["status"] == "done"
+
+
+def test_budget_exhaustion_keeps_the_best_so_far(tmp_path):
+    outcome = optimize(SOFTMAX, tmp_path, ModelChoice(script=SCRIPT), CPU, Budget(seeds=3, rounds=1, max_llm_calls=2))
+    assert outcome.progress.stopped == "2 model calls (limit 2)"
+    assert attempts(outcome) == EXPECTED[:2] and outcome.final.ok
+    assert "budget exhausted (2 model calls (limit 2))" in (tmp_path / "report.md").read_text()
+
+
+def test_a_killed_run_resumes_where_it_stopped(tmp_path):
+    command = [sys.executable, "-m", "egg.cli", "optimize", str(SOFTMAX), "--script", str(SCRIPT), "--device", "cpu",
+               "--seeds", "3", "--rounds", "1", "--out", str(tmp_path)]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in process.stderr:
+        if "candidate 3 (debug)" in line:  # two seeds and a repair judged: kill it in the middle of stage 1
+            os.killpg(process.pid, signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    outcome = optimize(SOFTMAX, tmp_path, ModelChoice(script=SCRIPT), EvalOptions(device="cpu"), DEMO_BUDGET, resume=True)
+    assert attempts(outcome) == EXPECTED and outcome.final.ok
+    assert outcome.replayed_calls == 3  # seed 1, seed 2 and the repair were answered from the store
+
+
+def test_resume_refuses_a_folder_without_a_run(tmp_path):
+    from egg.pipeline.run import RunError
+
+    with pytest.raises(RunError, match="nothing to resume"):
+        optimize(SOFTMAX, tmp_path, ModelChoice(script=SCRIPT), CPU, DEMO_BUDGET, resume=True)
+
+
+def chat_completion(text: str):
+    """A stub action: an OpenAI chat completion whose message is `text`."""
+
+    def act(handler, body):
+        payload = {
+            "id": "c1", "object": "chat.completion", "created": 0, "model": "stub",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+        }
+        _send(handler, 200, json.dumps(payload).encode(), {})
+
+    return act
+
+
+@pytest.fixture
+def same_kernel_server():
+    kernel = (ROOT / "examples" / "candidates" / "softmax_triton.py").read_text()
+    import threading
+
+    server = StubServer([chat_completion(f"Here it is.\n\n```python\n{kernel}```\n")])
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_a_server_answering_one_correct_kernel_gives_a_best_py_that_passes_egg_check(tmp_path, same_kernel_server):
+    llm = LLMConfig(spec=parse_spec(f"openai:any@{same_kernel_server.url}"))
+    outcome = optimize(SOFTMAX, tmp_path / "run", ModelChoice(llm=llm), CPU, Budget(seeds=2, rounds=1))
+    assert outcome.final.ok and not outcome.best_is_reference
+    check = subprocess.run([sys.executable, "-m", "egg.cli", "check", str(tmp_path / "run" / "best.py"), "--ref", str(SOFTMAX), "--device", "cpu"],
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_whole_run_replays_offline_from_its_cassette(tmp_path, same_kernel_server):
+    cassette = tmp_path / "run.cassette.jsonl"
+    recording = LLMConfig(spec=parse_spec(f"openai:any@{same_kernel_server.url}"), cassette=CassetteConfig(mode="record", path=cassette))
+    first = optimize(SOFTMAX, tmp_path / "a", ModelChoice(llm=recording), CPU, Budget(seeds=2, rounds=1))
+    same_kernel_server.shutdown()
+    replaying = LLMConfig(spec=parse_spec("openai:any@http://127.0.0.1:9/v1"), cassette=CassetteConfig(mode="replay", path=cassette))
+    second = optimize(SOFTMAX, tmp_path / "b", ModelChoice(llm=replaying), CPU, Budget(seeds=2, rounds=1))
+    assert attempts(second) == attempts(first) and second.final.ok
+    assert [r.request_key for r in second.ledger.records] == [r.request_key for r in first.ledger.records]
+    assert all(r.replayed for r in second.ledger.records)
+
+
+def test_nonsense_from_a_real_local_model_ends_cleanly_with_the_reference(tmp_path, llama_server):
+    llm = LLMConfig(spec=parse_spec(f"openai:gemma@{llama_server.url}"), max_tokens=32, structured_repairs=1)
+    outcome = optimize(SOFTMAX, tmp_path, ModelChoice(llm=llm), CPU, Budget(seeds=2, rounds=1, debug_rounds=1))
+    assert outcome.best_is_reference and outcome.final is None
+    assert outcome.ledger.total().calls == 4  # two seeds, each asked twice (one repair), all malformed
+    best = (tmp_path / "best.py").read_text()
+    assert "ModelNew = Model" in best and "no candidate passed the judge" in best
