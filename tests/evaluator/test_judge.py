@@ -37,6 +37,7 @@ CASES = [
     ("cheat_half_precision.py", SOFTMAX, Status.BANNED, "precision_downgrade"),
     ("cheat_side_stream.py", SOFTMAX, Status.BANNED, "side_stream"),
     ("cheat_compile.py", SOFTMAX, Status.BANNED, "delegation"),
+    ("cheat_l2_persist.py", SOFTMAX, Status.BANNED, "banned_import (line 3): "),
     ("identity_copy.py", "degenerate/2_ReLU.py", Status.MISMATCH, "correctness: signed:"),
     ("tiny_scale_ok.py", "1_TinyScale.py", Status.OK, "passed every check"),
     ("tiny_scale_zeros.py", "1_TinyScale.py", Status.MISMATCH, "correctness: trial_1: degenerate problem"),
