@@ -39,6 +39,11 @@ class Evaluator(Protocol):
     def evaluate(self, problem: Problem, candidate: Candidate) -> EvalResult: ...
 
 
+# Profiles a candidate file against the problem file: plain JSON data for the Profile Agent
+# (egg.profiler's compact ProfileReport in `egg optimize`).
+Profiler = Callable[[str, str], dict]
+
+
 class BudgetExhausted(Exception):
     """Raised before a call that the budget no longer allows; ends the run with the best found so far."""
 
@@ -56,11 +61,12 @@ class Optimizer:
         work_dir: Path,
         budget: Budget = Budget(),
         on_event: Callable[[str], None] = lambda message: None,
+        profiler: Profiler | None = None,
     ) -> None:
         self.problem, self.judge, self.store, self.run_id = problem, judge, store, run_id
         self.client = client.labelled(run=run_id, problem=problem.name)
         self.work_dir = work_dir
-        self.budget, self.on_event = budget, on_event
+        self.budget, self.on_event, self.profiler = budget, on_event, profiler
         self.problem_source = Path(problem.path).read_text(encoding="utf-8")
         self.progress = Progress()
         self.started = time.monotonic()
@@ -243,8 +249,8 @@ class Optimizer:
         return result.physical_floor_ms / self.progress.best_ms >= self.budget.roofline_stop
 
     def _profile(self) -> dict[str, Any]:
-        """What the Profile Agent is shown: the judge's numbers for the best kernel (NCU metrics come with the
-        profiler)."""
+        """What the Profile Agent is shown: the judge's numbers for the best kernel, and the profiler's report
+        (NCU counters, kernel times or static sm_90 facts, whichever the machine allows)."""
         result = self.progress.best_result
         if result is None:
             return {"note": "no measurements"}
@@ -255,6 +261,14 @@ class Optimizer:
             data["physical_floor_ms"] = result.physical_floor_ms
         else:
             data["note"] = "correctness only on this device: no timings"
+        if self.profiler is not None:
+            path = self.work_dir / "candidates" / f"profile_c{self.progress.best_id:04d}.py"
+            path.write_text(self.progress.best_source, encoding="utf-8")
+            try:
+                data["profile"] = self.profiler(str(path), self.problem.path)
+            except Exception as error:  # a profile that fails leaves the judge's numbers; the run goes on
+                data["profile_error"] = f"{type(error).__name__}: {error}"
+                self.on_event(f"  profiling failed ({type(error).__name__}: {error}); the Profile Agent sees the judge's numbers only")
         return data
 
     def _time_text(self) -> str:

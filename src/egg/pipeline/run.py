@@ -99,7 +99,7 @@ def optimize(
         if options.device == "cpu":
             on_event("device cpu: correctness only (Triton's interpreter); no kernel can be shown to be faster, so the first correct one is kept")
         with Judge(options) as judge:
-            progress = Optimizer(problem, judge, client, store, run_id, out, budget, on_event).run()
+            progress = Optimizer(problem, judge, client, store, run_id, out, budget, on_event, profiler=_profiler(options)).run()
             reference = judge.reference(problem)
         on_event("re-verifying the winner in a fresh process")
         final = _reverify(problem, out, progress.best_source, options)
@@ -109,6 +109,15 @@ def optimize(
         return outcome
     finally:
         store.close()
+
+
+def _profiler(options: EvalOptions):
+    """egg.profiler in the strongest mode this machine allows (static sm_90 facts only without a GPU)."""
+    from egg.profiler.profiling import ProfileOptions, profile_candidate
+    from egg.profiler.report import compact
+
+    mode = "static_only" if options.device == "cpu" else "auto"
+    return lambda candidate, problem: compact(profile_candidate(candidate, problem, ProfileOptions(mode=mode)))
 
 
 def _reverify(problem, out: Path, source: str | None, options: EvalOptions):
