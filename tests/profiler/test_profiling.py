@@ -124,3 +124,20 @@ def test_the_gpu_side_imports_need_only_torch_triton_numpy_and_the_standard_libr
     )
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_cached_profile_names_the_file_asked_about(tmp_path):
+    """The same source profiled from another file is a cache hit, but the report names the new file."""
+    from egg.profiler.cache import ProfileCache
+    from egg.profiler.profiling import ProfileOptions, profile_candidate
+
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "examples" / "candidates" / "softmax_triton.py").read_text()
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text(source)
+    second.write_text(source)
+    problem = root / "problems" / "tiny" / "level1" / "23_Softmax.py"
+    cache = ProfileCache(tmp_path / "cache")
+    profile_candidate(first, problem, ProfileOptions(mode="static_only"), cache)
+    report = profile_candidate(second, problem, ProfileOptions(mode="static_only"), cache)
+    assert report.candidate_path == str(second) and any("from the profile cache" in n for n in report.notes)

@@ -76,7 +76,9 @@ def profile_candidate(candidate_path: str | Path, problem_path: str | Path, opti
     key = profile_key(candidate.fingerprint, problem.fingerprint, env_fp, f"{mode}|{','.join(ncu.metric_names())}")
     cache = cache if cache is not None else ProfileCache()
     if options.use_cache and (hit := cache.get(key)) is not None:
-        return replace(hit, notes=(*hit.notes, f"from the profile cache ({cache.path(key).name}); measured in {hit.profile_s:.1f} s"))
+        # The same source may have been profiled from another file: report the paths asked about now.
+        return replace(hit, candidate_path=candidate.path, problem_path=problem.path,
+                       notes=(*hit.notes, f"from the profile cache ({cache.path(key).name}); measured in {hit.profile_s:.1f} s"))
     survey = survey_candidate(candidate.path, problem.path)
     notes += [f"static survey: {e}" for e in survey.errors]
     if mode == "static_only":
