@@ -54,3 +54,48 @@ def test_only_measured_improvements_are_kept_and_the_run_stops_near_the_floor(tm
         ("tiling", "kept a faster kernel"),
         ("memory", "no improvement kept"),
     ]
+
+
+TUNABLE_KERNEL = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), 32),)](x, y, x.numel(), BLOCK=32)
+        return y
+"""
+
+
+class BlockJudge(TimedJudge):
+    """Times a candidate by the BLOCK its launch uses: fastest at 128 (a bowl in log2(BLOCK))."""
+
+    def evaluate(self, problem, candidate):
+        source = Path(candidate.path).read_text()
+        block = int(re.search(r"BLOCK=(\d+)", source).group(1))
+        ms = 1.0 + abs(block.bit_length() - 8) * 0.25
+        timing = Timing(ms, ms, 0.01, ms * 0.99, ms * 1.01, 100, "cuda_events")
+        return EvalResult(Status.OK, "passed every check", problem, candidate, "cuda", timing=timing, speedups={"eager": EAGER_MS / ms})
+
+
+def test_the_numbers_an_agent_names_are_searched_by_the_tuning_engine(tmp_path):
+    tunables = [{"name": "BLOCK", "values": [32, 64, 128, 256, 512]}]
+    rewrite = f'```json\n{{"paradigm": "p", "rationale": "r", "tunables": {json.dumps(tunables)}}}\n```\n```python\n{TUNABLE_KERNEL}```\n'
+    seed = f"```python\n{TUNABLE_KERNEL.replace('BLOCK=32', 'BLOCK=512')}```\n"
+    client, provider = scripted_client([seed, DIAGNOSIS, rewrite, DIAGNOSIS, "nonsense", "nonsense", "nonsense"])
+    store = Store(tmp_path / "egg.sqlite")
+    problem = load_problem(SOFTMAX)
+    store.start_run("r1", problem.path, problem.fingerprint, {})
+    progress = Optimizer(problem, BlockJudge(), client, store, "r1", tmp_path, Budget(seeds=1, rounds=1, tune_evals=6)).run()
+    tuned = [a for a in progress.attempts if a.origin == "tune"]
+    assert tuned and all(a.status == "ok" for a in tuned)
+    assert "BLOCK=128" in progress.best_source and progress.best_ms == 1.0
+    assert any(a.accepted for a in tuned)

@@ -71,6 +71,7 @@ class Optimizer:
         self.progress = Progress()
         self.started = time.monotonic()
         self._calls_seen = 0
+        self._last_source = ""
         self.options_key = hashlib.sha256(json.dumps(to_jsonable(judge.options), sort_keys=True).encode()).hexdigest()[:16]
         self.timed = judge.options.device != "cpu" and judge.options.timing
 
@@ -154,7 +155,9 @@ class Optimizer:
             if reply is None:
                 self._note(stage.name, "rewrite", "the Code Agent gave no usable kernel")
                 continue
-            self.consider(reply.value.kernel, stage.name, "rewrite", self.progress.best_id, note=_top_fix(diagnosis.value))
+            result = self.consider(reply.value.kernel, stage.name, "rewrite", self.progress.best_id, note=_top_fix(diagnosis.value))
+            if result.ok and reply.value.tunables:
+                self.tune(self._last_source, reply.value.tunables, stage.name)
         kept = self.progress.best_id != before
         self._decide(stage.name, "kept a faster kernel" if kept else "no improvement kept")
 
@@ -175,7 +178,31 @@ class Optimizer:
             cid, result = self.judge_source(source, stage, "debug", cid, reply.value.cause or "")
         if result.ok:
             self._maybe_keep(cid, source, result, stage)
+        self._last_source = source
         return result
+
+    def tune(self, source: str, tunables: list, stage: str) -> None:
+        """Hand the numbers the Code Agent named to the tuning engine; every configuration is judged in full."""
+        from egg.pipeline.tuning import JudgeEvaluator, tunable_space, tuned_kernel
+        from egg.search.strategy import Budget as SearchBudget
+        from egg.search.strategy import make_strategy
+
+        space = tunable_space(tunables)
+        kernel = tuned_kernel(source, [p.name for p in space.params]) if space else None
+        if space is None or kernel is None:
+            self.on_event("  tuning skipped: no tunable with several values belongs to one @triton.jit kernel")
+            return
+        if not self.timed:
+            self.on_event("  tuning skipped: nothing is timed on this device")
+            return
+        parent = self.progress.attempts[-1].candidate_id
+        evaluator = JudgeEvaluator(source, kernel, lambda variant, note: self.judge_source(variant, stage, "tune", parent, note))
+        search = make_strategy("pattern").run(space, evaluator, SearchBudget(max_evals=self.budget.tune_evals))
+        for config, variant, cid, result in evaluator.judged:
+            if result.ok:
+                self._maybe_keep(cid, variant, result, stage)
+        best = search.best
+        self.on_event(f"  tuned {kernel} over {', '.join(p.name for p in space.params)}: {search.evaluations} judged, best {dict(best.config) if best else None}")
 
     def judge_source(self, source: str, stage: str, origin: str, parent: int | None, note: str) -> tuple[int, EvalResult]:
         """Write the candidate to a real file (Triton reads source files), judge it, or reuse its stored verdict."""
@@ -207,7 +234,8 @@ class Optimizer:
         if better:
             p.best_id, p.best_source, p.best_ms = cid, source, median
             p.best_result = result
-            p.attempts[-1] = dataclasses.replace(p.attempts[-1], accepted=True)
+            index = next(i for i in range(len(p.attempts) - 1, -1, -1) if p.attempts[i].candidate_id == cid)
+            p.attempts[index] = dataclasses.replace(p.attempts[index], accepted=True)
 
     # helpers -------------------------------------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ class Budget:
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
     roofline_stop: float = 0.9  # stop a sub-stage once floor / measured reaches this
+    tune_evals: int = 6  # judged configurations per tuning search (GPU only), over the tunables an agent names
 
 
 @dataclass(frozen=True)
