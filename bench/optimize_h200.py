@@ -48,7 +48,9 @@ KERNELS = SCRIPTS / "h200"
 # name -> problem file, in problems/suite/level1 (full size) and problems/tiny/level1 (CPU twins)
 PROBLEMS = {"softmax": "23_Softmax.py", "layernorm": "8_LayerNorm.py", "gelu_scale_bias": "16_GELU_Scale_Bias.py"}
 KERNEL_PREFIX = {"softmax": "softmax_", "layernorm": "layernorm_", "gelu_scale_bias": "gelu_"}
-BUDGET = Budget(seeds=2, rounds=1, debug_rounds=1)
+# Tuning inside the pipeline judges each configuration in full (10-60 s each on these sizes): off by default here
+# so the three runs fit one call; the engine itself is measured by bench/tune_h200.py. --tune-evals turns it on.
+BUDGET = Budget(seeds=2, rounds=1, debug_rounds=1, tune_evals=0)
 # Kept back from a run's wall budget: the judging in flight when the budget stops the run, then the winner's
 # re-verification in a fresh worker (a new reference run plus one candidate).
 REVERIFY_RESERVE_S = 120.0
@@ -91,7 +93,7 @@ def run_problem(name: str, args: argparse.Namespace, wall_s: float, log: EventLo
     problem = ROOT / "problems" / args.problems / "level1" / PROBLEMS[name]
     run_dir = Path(args.work) / name
     shutil.rmtree(run_dir, ignore_errors=True)
-    budget = dataclasses.replace(BUDGET, max_wall_s=wall_s, roofline_stop=args.roofline_stop)
+    budget = dataclasses.replace(BUDGET, max_wall_s=wall_s, roofline_stop=args.roofline_stop, tune_evals=args.tune_evals)
     log(f"=== {name}: {problem.relative_to(ROOT)} on {args.device}, wall budget {wall_s:.0f} s, run folder {run_dir}")
     log.start_problem()
     started = time.monotonic()
@@ -287,6 +289,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--deadline-s", type=float, default=510.0, help="wall-clock budget of the whole command")
     parser.add_argument("--roofline-stop", type=float, default=BUDGET.roofline_stop,
                         help="a sub-stage stops once floor/best reaches this (the method's default; above 1 never stops)")
+    parser.add_argument("--tune-evals", type=int, default=0, help="configurations judged per tuning search in stage 2")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--problems", choices=("suite", "tiny"), default="suite", help="full-size problems, or their CPU twins")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="combine earlier summaries into --out; runs nothing")
@@ -309,7 +312,7 @@ def main() -> int:
         return 2
     args.work = args.work or tempfile.mkdtemp(prefix="egg_optimize_h200_")
     log = EventLog(out / "optimize_h200.log")
-    budget = dataclasses.asdict(dataclasses.replace(BUDGET, roofline_stop=args.roofline_stop))
+    budget = dataclasses.asdict(dataclasses.replace(BUDGET, roofline_stop=args.roofline_stop, tune_evals=args.tune_evals))
     report = {"command": " ".join(sys.argv), "environment": environment(args.device), "budget": budget, "wall_s": 0.0, "results": []}
     text = ""
     for name in args.names:

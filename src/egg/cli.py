@@ -131,6 +131,8 @@ def optimize(
     seeds: int = typer.Option(3, min=1, max=5, help="Seeds of different paradigms in stage 1."),
     rounds: int = typer.Option(2, min=0, help="Profile/rewrite rounds per hardware sub-stage."),
     debug_rounds: int = typer.Option(2, min=0, help="Repairs per failing candidate."),
+    transforms: bool = typer.Option(True, "--transforms/--no-transforms", help="Stage 1: expert transformations of each correct seed."),
+    tune_evals: int = typer.Option(6, min=0, help="Configurations judged per tuning search in stage 2 (GPU; 0: no tuning)."),
     max_llm_calls: int = typer.Option(120, min=1, help="Budget: model calls."),
     max_cost_usd: float | None = typer.Option(None, help="Budget: dollars."),
     max_wall_s: float | None = typer.Option(None, help="Budget: wall-clock seconds."),
@@ -150,7 +152,8 @@ def optimize(
         if choice.llm is not None and choice.llm.spec is None:
             fail("no LLM configured, and egg's built-in expert backend is not built yet", "pass --llm PROVIDER:MODEL[@BASE_URL], set EGG_LLM, or give --script FILE")
         options = EvalOptions(device=resolve_device(device))
-        budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, max_llm_calls=max_llm_calls, max_cost_usd=max_cost_usd, max_wall_s=max_wall_s)
+        budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, transforms=transforms, tune_evals=tune_evals,
+                        max_llm_calls=max_llm_calls, max_cost_usd=max_cost_usd, max_wall_s=max_wall_s)
         outcome = run_optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False))
     except (ConfigError, RunError, ScriptError, ProblemError) as exc:
         fail(str(exc))

@@ -42,7 +42,7 @@ def test_only_measured_improvements_are_kept_and_the_run_stops_near_the_floor(tm
     store = Store(tmp_path / "egg.sqlite")
     problem = load_problem(SOFTMAX)
     store.start_run("r1", problem.path, problem.fingerprint, {})
-    progress = Optimizer(problem, TimedJudge(), client, store, "r1", tmp_path, Budget(seeds=2, rounds=1)).run()
+    progress = Optimizer(problem, TimedJudge(), client, store, "r1", tmp_path, Budget(seeds=2, rounds=1, transforms=False)).run()
     kept = [(a.stage, a.median_ms) for a in progress.attempts if a.accepted]
     assert kept == [("algorithm", 2.0), ("algorithm", 1.5), ("tiling", 1.0)]  # 1.6 was slower: not kept
     assert progress.best_ms == 1.0
@@ -94,7 +94,7 @@ def test_the_numbers_an_agent_names_are_searched_by_the_tuning_engine(tmp_path):
     store = Store(tmp_path / "egg.sqlite")
     problem = load_problem(SOFTMAX)
     store.start_run("r1", problem.path, problem.fingerprint, {})
-    progress = Optimizer(problem, BlockJudge(), client, store, "r1", tmp_path, Budget(seeds=1, rounds=1, tune_evals=6)).run()
+    progress = Optimizer(problem, BlockJudge(), client, store, "r1", tmp_path, Budget(seeds=1, rounds=1, tune_evals=6, transforms=False)).run()
     tuned = [a for a in progress.attempts if a.origin == "tune"]
     assert tuned and all(a.status == "ok" for a in tuned)
     assert "BLOCK=128" in progress.best_source and progress.best_ms == 1.0

@@ -32,6 +32,9 @@ EXPECTED = [  # (stage, origin, status) of every candidate the demo script leads
     ("algorithm", "debug", "ok"),
     ("algorithm", "seed", "banned"),
     ("algorithm", "debug", "ok"),
+    ("algorithm", "transform", "ok"),
+    ("algorithm", "transform", "ok"),
+    ("algorithm", "transform", "ok"),
     ("parallel_mapping", "rewrite", "ok"),
     ("tiling", "rewrite", "ok"),
     ("memory", "rewrite", "ok"),
@@ -45,22 +48,23 @@ def attempts(outcome) -> list[tuple[str, str, str]]:
 def test_scripted_run_walks_every_path(tmp_path):
     outcome = optimize(SOFTMAX, tmp_path, ModelChoice(script=SCRIPT), CPU, DEMO_BUDGET)
     assert attempts(outcome) == EXPECTED
-    # the malformed third seed went back to the model once, then the cheat came, was banned and repaired
+    # the malformed third seed went back to the model once, then the cheat came, was banned and repaired;
+    # then each of the three correct seeds was transformed
     banned = outcome.progress.attempts[3]
     assert banned.reason.startswith("triton_launched:")
     assert [d.stage for d in outcome.progress.decisions] == ["algorithm", "parallel_mapping", "tiling", "memory"]
     assert outcome.progress.best_id == 1 and outcome.final.status is Status.OK  # cpu: the first correct seed stays
     by_agent = {k: v.calls for k, v in outcome.ledger.totals("agent").items()}
-    assert by_agent == {"code": 7, "debug": 2, "profile": 3}
+    assert by_agent == {"code": 10, "debug": 2, "profile": 3}
     evidence = json.loads((tmp_path / "evidence.json").read_text())
     assert evidence["verdict"]["status"] == "ok" and evidence["best_is_reference"] is False
-    assert evidence["llm"]["total"]["calls"] == 12 and evidence["beats_eager"] is None
+    assert evidence["llm"]["total"]["calls"] == 15 and evidence["beats_eager"] is None
     report = (tmp_path / "report.md").read_text()
-    assert "| algorithm | 5 | 3 | 1 |" in report and "correctness only" in report
+    assert "| algorithm | 8 | 6 | 1 |" in report and "correctness only" in report
     best = evaluate(load_problem(SOFTMAX), load_candidate(tmp_path / "best.py"), CPU)
     assert best.status is Status.OK, best.reason
     store = Store(tmp_path / "egg.sqlite")
-    assert len(store.candidates(outcome.run_id)) == 8 and len(store.calls(outcome.run_id)) == 12
+    assert len(store.candidates(outcome.run_id)) == 11 and len(store.calls(outcome.run_id)) == 15
     assert store.run(outcome.run_id)["status"] == "done"
 
 

@@ -14,6 +14,10 @@ class CodeAgent(Agent):
         """Seed `index` of `count`, following `paradigm`."""
         return self.ask("code_seed", KernelReply, problem_source=problem_source, paradigm=paradigm, index=index, count=count)
 
+    def transform(self, problem_source: str, kernel: str, paradigm: str) -> Parsed[KernelReply] | StructuredFailure:
+        """The seed after expert transformations: fusion, dataflow reorganization, algebraic simplification."""
+        return self.ask("code_transform", KernelReply, problem_source=problem_source, kernel=kernel, paradigm=paradigm)
+
     def rewrite(
         self, kernel: str, stage: str, objective: str, diagnosis: Diagnosis, decisions: list, time_text: str
     ) -> Parsed[KernelReply] | StructuredFailure:

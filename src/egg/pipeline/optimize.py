@@ -71,7 +71,7 @@ class Optimizer:
         self.progress = Progress()
         self.started = time.monotonic()
         self._calls_seen = 0
-        self._last_source = ""
+        self._last_source, self._last_id = "", 0
         self.options_key = hashlib.sha256(json.dumps(to_jsonable(judge.options), sort_keys=True).encode()).hexdigest()[:16]
         self.timed = judge.options.device != "cpu" and judge.options.timing
 
@@ -119,16 +119,26 @@ class Optimizer:
     # stage 1 -------------------------------------------------------------------------------------------------------
 
     def seed_stage(self) -> None:
-        """k seeds of different paradigms, each judged (and repaired if it fails); the best one is kept."""
+        """k seeds of different paradigms, each judged (and repaired if it fails), then expert transformations
+        applied to each correct seed; the best of all is kept."""
         code = CodeAgent(self.client.labelled(stage=ALGORITHM.name), for_stage(ALGORITHM.name))
         count = min(self.budget.seeds, len(PARADIGMS))
+        correct: list[tuple[str, str, int]] = []  # (source, paradigm, candidate id)
         for index, paradigm in enumerate(PARADIGMS[:count], start=1):
             self._check_budget()
             reply = self._ask(lambda: code.seed(self.problem_source, paradigm, index, count))
             if reply is None:
                 self._note(ALGORITHM.name, "seed", f"seed {index}: no usable reply")
                 continue
-            self.consider(reply.value.kernel, ALGORITHM.name, "seed", None, note=reply.value.paradigm or "")
+            if self.consider(reply.value.kernel, ALGORITHM.name, "seed", None, note=reply.value.paradigm or "").ok:
+                correct.append((self._last_source, reply.value.paradigm or paradigm, self._last_id))
+        for source, paradigm, cid in correct if self.budget.transforms else []:
+            self._check_budget()
+            reply = self._ask(lambda: code.transform(self.problem_source, source, paradigm))
+            if reply is None:
+                self._note(ALGORITHM.name, "transform", f"candidate {cid}: no usable transformation")
+                continue
+            self.consider(reply.value.kernel, ALGORITHM.name, "transform", cid, note=reply.value.rationale or "")
         self._decide(ALGORITHM.name, "best seed" if self.progress.best_id is not None else "no seed passed the judge")
 
     # stage 2 -------------------------------------------------------------------------------------------------------
@@ -178,7 +188,7 @@ class Optimizer:
             cid, result = self.judge_source(source, stage, "debug", cid, reply.value.cause or "")
         if result.ok:
             self._maybe_keep(cid, source, result, stage)
-        self._last_source = source
+        self._last_source, self._last_id = source, cid
         return result
 
     def tune(self, source: str, tunables: list, stage: str) -> None:
@@ -189,6 +199,8 @@ class Optimizer:
 
         space = tunable_space(tunables)
         kernel = tuned_kernel(source, [p.name for p in space.params]) if space else None
+        if self.budget.tune_evals < 1:
+            return
         if space is None or kernel is None:
             self.on_event("  tuning skipped: no tunable with several values belongs to one @triton.jit kernel")
             return

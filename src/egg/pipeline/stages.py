@@ -36,6 +36,7 @@ class Budget:
     """How much a run may spend. Counts are per problem."""
 
     seeds: int = 3
+    transforms: bool = True  # stage 1: expert transformations applied to every correct seed
     rounds: int = 2  # profile -> diagnose -> rewrite rounds per hardware sub-stage
     debug_rounds: int = 2  # repairs per failing candidate
     max_llm_calls: int = 120
@@ -61,7 +62,7 @@ class Attempt:
 
     candidate_id: int
     stage: str
-    origin: str  # seed, rewrite, debug
+    origin: str  # seed, transform, debug, rewrite, tune
     status: str
     reason: str
     median_ms: float | None
