@@ -65,6 +65,8 @@ class EvalOptions:
     l2_flush_bytes: int = 256 * 1024 * 1024
     baselines: tuple[str, ...] = ("eager", "compile")  # timed by the same function as the candidate
     cuda_graph: bool = False  # also time CUDA-graph replay of the candidate and the eager reference
+    subsample_above: int = 1 << 22  # outputs of extra calls (repeats, audit, timed) larger than this many
+    # elements are compared on a strided subsample of about as many elements (the 5 trials and the signed one: whole)
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,14 @@ def test_secret_names_are_scrubbed_from_the_worker_environment(monkeypatch):
     env = clean_environment("cpu")
     assert [k for k in env if any(w in k for w in ("KEY", "TOKEN", "PASSWORD", "SECRET", "CREDENTIAL"))] == []
     assert env["EGG_HARMLESS"] == "kept" and env["TRITON_INTERPRET"] == "1"
+
+
+@pytest.mark.parametrize("name, status", [("softmax_ok.py", Status.OK), ("cheat_phase_switch.py", Status.MISMATCH)])
+def test_large_outputs_of_extra_calls_are_compared_on_a_subsample(name, status):
+    """With a threshold below the softmax's 1024 elements, repeats and the audit call ship a strided subsample:
+    honest outputs still pass, and a kernel that turns cheap after the trials is still caught on it."""
+    with Judge(EvalOptions(device="cpu", subsample_above=64)) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate(name))
+    assert result.status is status, result.reason
+    if status is Status.MISMATCH:
+        assert result.reason.startswith("correctness: repeat_1:")

@@ -27,6 +27,16 @@ class Degeneracy:
     reason: str = ""
 
 
+def subsample(t: torch.Tensor, sample: dict | None) -> torch.Tensor:
+    """A large tensor's strided subsample (`sample`: min_numel, elements, offset), the same on both sides of a
+    comparison: extra calls (repeats, the audit call, timed calls) ship this instead of GiBs of output. Small
+    tensors are returned whole."""
+    if sample is None or t.numel() <= sample["min_numel"]:
+        return t
+    stride = max(2, t.numel() // sample["elements"]) | 1
+    return t.detach().reshape(-1)[sample["offset"] % stride :: stride]
+
+
 def tolerance(dtype: torch.dtype) -> float:
     return TOLERANCE.get(dtype, 0.0)
 

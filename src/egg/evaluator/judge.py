@@ -25,6 +25,7 @@ from egg.types import Candidate, Check, EvalOptions, EvalResult, Finding, Flag, 
 # Reads a candidate's source and returns the cheat patterns in it (egg.evaluator.audit.audit_source).
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
+
 # Timing is flagged as gamed when the host-side time to a full-device sync exceeds the event time by this much.
 # The slack covers the host's own overhead and the tail of the queued L2 flush (256 MB at ~4 TB/s is ~0.07 ms).
 SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS = 1.25, 0.25
@@ -206,6 +207,13 @@ class Verdict:
     def _baselines(self) -> dict[str, Timing]:
         return {name: Timing(**t) for name, t in self.reference.result.get("baselines", {}).items()}
 
+    @property
+    def sample(self) -> dict[str, int]:
+        """How large outputs of extra calls are subsampled (an offset the candidate cannot know in advance)."""
+        # Wholesale wrong outputs (caching, phase switching) still show, without GiBs of copies per candidate.
+        limit = self.options.subsample_above
+        return {"min_numel": limit, "elements": limit, "offset": _seeds(self.options.seed, 1, self.candidate.fingerprint)[0]}
+
     def run(self) -> EvalResult:
         source = Path(self.candidate.path).read_text(encoding="utf-8")
         try:
@@ -233,6 +241,7 @@ class Verdict:
             "input_sets": ref.input_sets,
             "timed_sets": ref.timed_sets,
             "poison": [[t["shape"], t["dtype"]] for t in first],
+            "sample": self.sample,
         }
         pool = self.judge.pool
         return pool.run(spec, pool.new_workdir("candidate"), compile_timeout_s=self.options.compile_timeout_s, run_timeout_s=self.options.run_timeout_s)
@@ -372,10 +381,9 @@ class CandidateChecks:
             expected = structure[ref_name]
             if call["kind"] != expected["kind"]:
                 return Check("output_structure", False, f"call {name} returned {call['kind']}, the reference returns {expected['kind']}")
-            got = self.outputs.get(name, [])
-            for i, (out, ref) in enumerate(zip(got, expected["tensors"])):
-                if list(out.shape) != ref["shape"] or str(out.dtype).removeprefix("torch.") != ref["dtype"]:
-                    return Check("output_structure", False, f"call {name} output {i}: {list(out.shape)} {out.dtype}, reference {ref['shape']} {ref['dtype']}")
+            for i, (out, ref) in enumerate(zip(call["tensors"], expected["tensors"])):
+                if (out["shape"], out["dtype"]) != (ref["shape"], ref["dtype"]):
+                    return Check("output_structure", False, f"call {name} output {i}: {out['shape']} {out['dtype']}, reference {ref['shape']} {ref['dtype']}")
         return Check("output_structure", True, "same type, count, shapes and dtypes as the reference")
 
     def _reference_name(self, call_name: str) -> str:
@@ -389,8 +397,11 @@ class CandidateChecks:
         degenerate = self.reference.degeneracy.degenerate
         names = list(self.calls) + [s["name"] for s in self.reference.timed_sets if s["name"] in self.outputs]
         missing = [s["name"] for s in self.reference.timed_sets if "timing" in self.result and s["name"] not in self.outputs]
+        full = {s["name"] for s in self.reference.input_sets}
         for name in names:
             ref = self.reference.outputs[self._reference_name(name)]
+            if name not in full:
+                ref = [compare.subsample(r, self.verdict.sample) for r in ref]
             outs = self.outputs.get(name, [])
             self.verdict.trials.append(compare.compare_outputs(name, outs, ref, degenerate=degenerate, device=self.compare_device))
         failed = [t for t in self.verdict.trials if not t.passed]

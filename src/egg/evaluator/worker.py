@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from egg.evaluator import timing
+from egg.evaluator.compare import subsample
 from egg.evaluator.probes import LaunchCounter, NamespaceSnapshot, OpRecorder, hold_fp32_to_fp32, live_threads, warm_up
 
 COMPILE_PHASES = ("setup", "import", "construct", "first_call")
@@ -370,6 +371,7 @@ class CandidateRun:
             "name": name,
             "kind": kind,
             "types": [f"{type(t).__module__}.{type(t).__qualname__}" for t in items],
+            "tensors": [describe(t) for t in items if isinstance(t, torch.Tensor)],
             "launches": self.launches.total() - launches_before,
             "own_launches": self.launches.own_total() - own_before,
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
@@ -378,12 +380,18 @@ class CandidateRun:
         if recorder is not None:
             record["ops"] = sorted(recorder.ops)
         self.calls.append(record)
-        self.keep(name, items)
+        self.keep(name, items, full=name in self.full_names)
         return out
 
-    def keep(self, name: str, items: list[Any]) -> None:
-        # type(t) is exact on purpose: a Tensor subclass can compute lazily when the checker reads it.
-        self.outputs[name] = [t.detach().to("cpu", copy=True) for t in items if type(t) is torch.Tensor]
+    @property
+    def full_names(self) -> set[str]:
+        return {s["name"] for s in self.job.spec["input_sets"]}
+
+    def keep(self, name: str, items: list[Any], *, full: bool = True) -> None:
+        """Keep a call's outputs for the parent: whole for the correctness trials, subsampled (large ones) for the
+        extra calls. type(t) is exact on purpose: a Tensor subclass can compute lazily when the checker reads it."""
+        sample = None if full else self.job.spec.get("sample")
+        self.outputs[name] = [subsample(t, sample).to("cpu", copy=True) for t in items if type(t) is torch.Tensor]
 
     def poison(self) -> None:
         """Fill memory the allocator will hand out next with NaN, so outputs that are never written show up."""
@@ -424,7 +432,7 @@ class CandidateRun:
 
         def on_output(i: int, out: Any) -> None:
             if i >= last_round:  # the last call of each input set is verified by the parent
-                self.keep(timed[i % len(sets)]["name"], flatten_output(out)[1])
+                self.keep(timed[i % len(sets)]["name"], flatten_output(out)[1], full=False)
 
         with torch.no_grad():
             samples = time_model(model, buffers, sets, opts, flush, on_output)
