@@ -99,7 +99,7 @@ def run_problem(name: str, args: argparse.Namespace, wall_s: float, log: EventLo
     started = time.monotonic()
     try:
         choice = ModelChoice(script=SCRIPTS / f"h200_{name}.yaml")
-        outcome = optimize(problem, run_dir, choice, EvalOptions(device=args.device), budget, on_event=log)
+        outcome = optimize(problem, run_dir, choice, EvalOptions(device=args.device), budget, on_event=log, profile_mode=args.profile_mode)
     except Exception:  # noqa: BLE001 - keep going: one broken run must not lose the others
         log(f"{name}: the run failed:\n{traceback.format_exc()}")
         return {"name": name, "problem": str(problem), "wall_s": round(time.monotonic() - started, 1), "error": traceback.format_exc()[-3000:]}
@@ -290,6 +290,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--roofline-stop", type=float, default=BUDGET.roofline_stop,
                         help="a sub-stage stops once floor/best reaches this (the method's default; above 1 never stops)")
     parser.add_argument("--tune-evals", type=int, default=0, help="configurations judged per tuning search in stage 2")
+    parser.add_argument("--profile-mode", default="torch_profiler",
+                        help="what the Profile Agent is shown; ncu costs more device time per round (egg profile --mode)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--problems", choices=("suite", "tiny"), default="suite", help="full-size problems, or their CPU twins")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="combine earlier summaries into --out; runs nothing")

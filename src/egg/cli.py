@@ -133,6 +133,7 @@ def optimize(
     debug_rounds: int = typer.Option(2, min=0, help="Repairs per failing candidate."),
     transforms: bool = typer.Option(True, "--transforms/--no-transforms", help="Stage 1: expert transformations of each correct seed."),
     tune_evals: int = typer.Option(6, min=0, help="Configurations judged per tuning search in stage 2 (GPU; 0: no tuning)."),
+    profile_mode: str = typer.Option("auto", help="What the Profile Agent is shown: auto, ncu, torch_profiler or static_only."),
     max_llm_calls: int = typer.Option(120, min=1, help="Budget: model calls."),
     max_cost_usd: float | None = typer.Option(None, help="Budget: dollars."),
     max_wall_s: float | None = typer.Option(None, help="Budget: wall-clock seconds."),
@@ -151,10 +152,14 @@ def optimize(
         choice = ModelChoice(script=script) if script else ModelChoice(llm=load_config(config, llm_spec=llm).llm)
         if choice.llm is not None and choice.llm.spec is None:
             fail("no LLM configured, and egg's built-in expert backend is not built yet", "pass --llm PROVIDER:MODEL[@BASE_URL], set EGG_LLM, or give --script FILE")
+        from egg.profiler.profiling import MODES
+
+        if profile_mode not in MODES:
+            fail(f"--profile-mode {profile_mode!r} is not one of {', '.join(MODES)}")
         options = EvalOptions(device=resolve_device(device))
         budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, transforms=transforms, tune_evals=tune_evals,
                         max_llm_calls=max_llm_calls, max_cost_usd=max_cost_usd, max_wall_s=max_wall_s)
-        outcome = run_optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False))
+        outcome = run_optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False), profile_mode=profile_mode)
     except (ConfigError, RunError, ScriptError, ProblemError) as exc:
         fail(str(exc))
     Console().print(f"[bold]{outcome.headline()}[/]\nwrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}")

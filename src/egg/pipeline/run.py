@@ -84,8 +84,10 @@ def optimize(
     *,
     resume: bool = False,
     on_event: Callable[[str], None] = lambda message: None,
+    profile_mode: str = "auto",
 ) -> Outcome:
-    """Optimize one problem; everything lands in `out` (also the store, so a killed run can `resume`)."""
+    """Optimize one problem; everything lands in `out` (also the store, so a killed run can `resume`).
+    `profile_mode` is egg.profiler's (auto, ncu, torch_profiler, static_only; cpu runs are always static_only)."""
     problem = load_problem(problem_path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +101,7 @@ def optimize(
         if options.device == "cpu":
             on_event("device cpu: correctness only (Triton's interpreter); no kernel can be shown to be faster, so the first correct one is kept")
         with Judge(options) as judge:
-            progress = Optimizer(problem, judge, client, store, run_id, out, budget, on_event, profiler=_profiler(options)).run()
+            progress = Optimizer(problem, judge, client, store, run_id, out, budget, on_event, profiler=_profiler(options, profile_mode)).run()
             reference = judge.reference(problem)
         on_event("re-verifying the winner in a fresh process")
         final = _reverify(problem, out, progress.best_source, options)
@@ -111,12 +113,12 @@ def optimize(
         store.close()
 
 
-def _profiler(options: EvalOptions):
-    """egg.profiler in the strongest mode this machine allows (static sm_90 facts only without a GPU)."""
+def _profiler(options: EvalOptions, profile_mode: str):
+    """egg.profiler in the asked mode (static sm_90 facts only without a GPU)."""
     from egg.profiler.profiling import ProfileOptions, profile_candidate
     from egg.profiler.report import compact
 
-    mode = "static_only" if options.device == "cpu" else "auto"
+    mode = "static_only" if options.device == "cpu" else profile_mode
     return lambda candidate, problem: compact(profile_candidate(candidate, problem, ProfileOptions(mode=mode)))
 
 
