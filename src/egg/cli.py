@@ -139,7 +139,7 @@ def optimize(
     max_wall_s: float | None = typer.Option(None, help="Budget: wall-clock seconds."),
 ) -> None:
     """Optimize one problem: seeds, then parallel mapping, tiling and memory; writes best.py, report.md,
-    evidence.json into --out."""
+    evidence.json into --out. Exit status 1 when no candidate passed (best.py is then the reference)."""
     from egg.config import ConfigError, load_config
     from egg.pipeline.run import ModelChoice, RunError
     from egg.pipeline.run import optimize as run_optimize
@@ -163,6 +163,7 @@ def optimize(
     except (ConfigError, RunError, ScriptError, ProblemError) as exc:
         fail(str(exc))
     Console().print(f"[bold]{outcome.headline()}[/]\nwrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}")
+    raise typer.Exit(1 if outcome.best_is_reference else 0)
 
 
 def main() -> None:
