@@ -150,3 +150,13 @@ def test_nonsense_from_a_real_local_model_ends_cleanly_with_the_reference(tmp_pa
     assert outcome.ledger.total().calls == 4  # two seeds, each asked twice (one repair), all malformed
     best = (tmp_path / "best.py").read_text()
     assert "ModelNew = Model" in best and "no candidate passed the judge" in best
+
+
+def test_optimize_exits_1_when_no_candidate_passed(tmp_path):
+    """An unreachable model: the run ends cleanly with the reference as best.py, and the exit status says so."""
+    command = [sys.executable, "-m", "egg.cli", "optimize", str(SOFTMAX), "--llm", "openai:any@http://127.0.0.1:9/v1",
+               "--device", "cpu", "--seeds", "1", "--rounds", "0", "--out", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "connection_error" in result.stderr and "no candidate passed the judge" in result.stdout
+    assert "ModelNew = Model" in (tmp_path / "best.py").read_text()
