@@ -11,8 +11,8 @@ best.py) goes under --work; --out gets at most 6 flat files: optimize_h200.md an
 each problem so a cut command keeps what it measured), optimize_h200.log (every pipeline event, timestamped) and
 <name>_report.md per run. The summary table is printed last.
 
-Time: --deadline-s (default 510) is handed out greedily as each run's Budget.max_wall_s, less a reserve for the
-judging in flight and the winner's re-verification; a problem is skipped when too little is left. If that happens,
+Time: --deadline-s (default 510) is shared evenly among the problems still to run (what one leaves unused goes to
+the next), as each run's Budget.max_wall_s, less a reserve for the judging in flight and the winner's re-verification; a problem is skipped when too little is left. If that happens,
 run the rest with --only NAME[,NAME] in another command and combine the JSON files (no GPU needed):
     PYTHONPATH=src python bench/optimize_h200.py --merge A/optimize_h200.json B/optimize_h200.json --out DIR
 
@@ -322,8 +322,9 @@ def main() -> int:
         if left_s < MIN_START_S:
             log(f"=== {name}: skipped, {left_s:.0f} s left of --deadline-s; run it alone with --only {name}")
             report["results"].append({"name": name, "skipped": f"{left_s:.0f} s left of the deadline"})
-        else:
-            report["results"].append(run_problem(name, args, left_s - REVERIFY_RESERVE_S, log))
+        else:  # an even share of what is left, so the first problem cannot starve the others
+            share_s = left_s / (len(args.names) - args.names.index(name))
+            report["results"].append(run_problem(name, args, max(share_s, MIN_START_S) - REVERIFY_RESERVE_S, log))
         report["wall_s"] = round(time.monotonic() - log.started, 1)
         text = write_summary(out, report)  # after every problem, so a cut command keeps what it measured
     print(text)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
+# each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
+# by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
+#     bash bench/h200_call.sh judge gputests profile      # parts: judge gputests profile tune optimize
+# Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300.
+set -u
+OUT=${OUT:?set OUT to the folder whose files come back}
+export PYTHONUNBUFFERED=1
+WHEELS=${WHEELS:-.whl}
+if [ -d "$WHEELS" ]; then  # the image lacks pydantic; its own pytest and plugins stay
+  wheels=$(ls "$WHEELS"/*.whl | grep -v -E '/(pytest|pluggy|iniconfig|packaging)-')
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels || exit 3
+  export PYTHONPATH=/tmp/site:$PWD/src
+else
+  export PYTHONPATH=$PWD/src
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/machine.txt" 2>&1
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$OUT/machine.txt" 2>&1
+df -h /dev/shm /tmp >> "$OUT/machine.txt" 2>&1
+
+part() {  # name, limit, command...
+  local name=$1 limit=$2
+  shift 2
+  mkdir -p "$OUT/$name"
+  local t0=$SECONDS
+  echo "=== $name (limit ${limit} s): $*" | tee -a "$OUT/calls.log"
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name/stdout.log" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$OUT/calls.log"
+  tail -n 25 "$OUT/$name/stdout.log"
+  tar -czf "$OUT/$name.tar.gz" -C "$OUT" "$name" && rm -rf "${OUT:?}/$name"
+}
+
+for p in "$@"; do
+  case $p in
+    judge)
+      part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement
+      part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats 5 ;;
+    gputests)
+      part gputests "${GPUTESTS_S:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/profiler -rA ;;
+    profile)
+      part profile "${PROFILE_S:-300}" python3 bench/profile_h200.py --out "$OUT/profile" ;;
+    tune)
+      part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
+    optimize)
+      part optimize "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ;;
+    *) echo "unknown part $p" ;;
+  esac
+done
