@@ -20,6 +20,7 @@ import torch
 from egg.evaluator import compare
 from egg.evaluator.audit import audit_source
 from egg.evaluator.sandbox import InfraError, JobOutcome, WorkerPool
+from egg.evaluator.tensorfile import load_outputs
 from egg.types import Candidate, Check, EvalOptions, EvalResult, Finding, Flag, Problem, Status, Timing, TrialResult
 
 # Reads a candidate's source and returns the cheat patterns in it (egg.evaluator.audit.audit_source).
@@ -123,7 +124,7 @@ class Judge:
         if outcome.result is None or "failure" in outcome.result:
             why = outcome.result["failure"]["message"] if outcome.result else _exit_story(outcome)
             raise ReferenceError(f"the reference problem failed to run: {why}", outcome.log_tail)
-        outputs = torch.load(workdir / "outputs.pt", weights_only=True)
+        outputs = load_outputs(workdir)
         shutil.rmtree(workdir, ignore_errors=True)  # candidates must not find the reference outputs on disk
         reference = Reference(outcome.result, outputs, input_sets, timed_sets, compare.Degeneracy(False))
         self._drop_unusable_signed_trial(reference)
@@ -264,10 +265,13 @@ class Verdict:
 
     def _judge_run(self, outcome: JobOutcome) -> EvalResult:
         result = outcome.result
-        outputs = torch.load(outcome.workdir / "outputs.pt", weights_only=True)
+        outputs = load_outputs(outcome.workdir)
         shutil.rmtree(outcome.workdir, ignore_errors=True)
         checks = CandidateChecks(self, result, outputs)
         status, reason = checks.run()
+        del outputs
+        if self.judge.compare_device == "cuda":  # hand the comparison's device memory back before the next worker
+            torch.cuda.empty_cache()
         floor_ms = checks.floor_ms
         timing = Timing(**result["timing"]) if "timing" in result else None
         speedups = {}

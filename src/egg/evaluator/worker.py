@@ -4,8 +4,8 @@ Imports: torch, triton, numpy and the standard library only (and egg modules tha
 starts fast and runs on the GPU machine's image as is.
 
 The child reports through files in its working folder: `phase` (what it is doing now, so the parent can apply the
-compile and run timeouts), `result.json` (facts for the verdict) and `outputs.pt` (every output it produced, as CPU
-tensors). Verdicts are made by the parent: this process only observes, since a candidate can change anything in it.
+compile and run timeouts), `result.json` (facts for the verdict) and the outputs it produced (`tensorfile`: one raw
+file per tensor, copied from the device as each call returns, and `outputs.json` naming them). Verdicts are made by the parent: this process only observes, since a candidate can change anything in it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch
 from egg.evaluator import timing
 from egg.evaluator.compare import subsample
 from egg.evaluator.probes import LaunchCounter, NamespaceSnapshot, OpRecorder, hold_fp32_to_fp32, live_threads, warm_up
+from egg.evaluator.tensorfile import OutputFiles
 
 COMPILE_PHASES = ("setup", "import", "construct", "first_call")
 
@@ -200,7 +201,7 @@ class ReferenceRun:
 
     def __init__(self, job: Job, result: dict[str, Any]) -> None:
         self.job, self.result = job, result
-        self.outputs: dict[str, list[torch.Tensor]] = {}
+        self.outputs = OutputFiles(job.dir)
 
     def run(self) -> None:
         job, spec = self.job, self.job.spec
@@ -224,7 +225,7 @@ class ReferenceRun:
                 timed_inputs.append(inputs)
             del out
         self.record_costs(model, make_inputs(problem.get_inputs, spec["input_sets"][0], job.device))
-        torch.save(self.outputs, os.path.join(job.dir, "outputs.pt"))
+        self.outputs.finish()
         if job.device.type == "cuda" and job.options["timing"]:
             job.phase("baselines")
             self.time_baselines(model, timed_inputs)
@@ -232,7 +233,7 @@ class ReferenceRun:
     def record(self, name: str, out: Any) -> None:
         kind, items = flatten_output(out)
         self.result["structure"][name] = {"kind": kind, "tensors": [describe(t) for t in items if isinstance(t, torch.Tensor)]}
-        self.outputs[name] = [t.detach().to("cpu", copy=True) for t in items if isinstance(t, torch.Tensor)]
+        self.outputs.keep(name, [t for t in items if isinstance(t, torch.Tensor)])
 
     def record_costs(self, model: torch.nn.Module, inputs: list[Any]) -> None:
         """Compute ops used, FLOPs and the fewest bytes any implementation must move (for the physical limit)."""
@@ -304,7 +305,7 @@ class CandidateRun:
 
     def __init__(self, job: Job, result: dict[str, Any]) -> None:
         self.job, self.result = job, result
-        self.outputs: dict[str, list[torch.Tensor]] = {}
+        self.outputs = OutputFiles(job.dir)
         self.calls: list[dict[str, Any]] = []
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
 
@@ -326,7 +327,7 @@ class CandidateRun:
             self.result["calls"] = self.calls
             self.result["kernels"] = dict(self.launches.counts)
             self.result["tampering"] = snapshot.changes()
-            torch.save(self.outputs, os.path.join(job.dir, "outputs.pt"))
+            self.outputs.finish()
 
     def load_problem(self):
         problem = load_module(self.job.spec["problem_path"], "egg_problem")
@@ -391,7 +392,7 @@ class CandidateRun:
         """Keep a call's outputs for the parent: whole for the correctness trials, subsampled (large ones) for the
         extra calls. type(t) is exact on purpose: a Tensor subclass can compute lazily when the checker reads it."""
         sample = None if full else self.job.spec.get("sample")
-        self.outputs[name] = [subsample(t, sample).to("cpu", copy=True) for t in items if type(t) is torch.Tensor]
+        self.outputs.keep(name, [subsample(t, sample) for t in items if type(t) is torch.Tensor])
 
     def poison(self) -> None:
         """Fill memory the allocator will hand out next with NaN, so outputs that are never written show up."""
