@@ -1,7 +1,8 @@
 """Synthetic NCU metric rows (base units) for kernels of known character on an H200, and an NCU-format CSV writer.
 
-The numbers follow what these kernels do on a 132-SM H200 (4.3 TB/s); they stand in for captured output until
-`bench/profile_h200.py` captures the real thing (tests/fixtures/ncu/h200_*.csv).
+The numbers follow what these kernels do on a 132-SM H200 (4.3 TB/s), and the CSV is written the way Nsight
+Compute 2025.3 writes it (units row, "ns" for durations, thousands separators), as in the captures of
+`bench/profile_h200.py` (tests/fixtures/ncu/h200_*.csv).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def copy() -> dict[str, float]:
 
 def gemm() -> dict[str, float]:
     """8192^3 fp16 on wgmma: SM at ~85%, tensor pipe busy; occupancy low (12.5%) but the pipe is saturated."""
-    m = _base(1.62e-3, 2048, 256, 204, 147456, 1024)
+    m = _base(1.62e-3, 2048, 256, 204, 147456)  # static 0: the reserved 1 KiB is the driver's, not static
     m.update({
         C.DRAM_READ: 6.1e8, C.DRAM_WRITE: 1.3e8, C.SM_PCT: 85.2, C.MEMORY_PCT: 47.9, C.DRAM_PCT: 10.5,
         C.L1_PCT: 47.9, C.L2_PCT: 30.2, C.L2_HIT: 88.0, C.ACHIEVED_OCC: 12.4, C.THEORETICAL_OCC: 12.5, C.WAVES: 15.5,
@@ -56,7 +57,7 @@ def gemm() -> dict[str, float]:
 
 def chase() -> dict[str, float]:
     """Dependent gathers in 1-warp blocks at 156 registers: occupancy 18.75% (registers), memory at ~25%."""
-    m = _base(310e-6, 6336, 32, 156, 0, 1536)
+    m = _base(310e-6, 6336, 32, 156, 512)
     m.update({
         C.DRAM_READ: 1.9e8, C.DRAM_WRITE: 1.0e8, C.SM_PCT: 9.5, C.MEMORY_PCT: 24.7, C.DRAM_PCT: 21.8,
         C.L1_PCT: 18.3, C.L2_PCT: 24.7, C.L2_HIT: 12.0, C.ACHIEVED_OCC: 17.9, C.THEORETICAL_OCC: 18.75, C.WAVES: 4.0,
@@ -97,7 +98,7 @@ def fma_bound() -> dict[str, float]:
 def write_csv(rows: list[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, float]]], units: dict[str, str] | None = None, scale: dict[str, float] | None = None) -> str:
     """NCU `--csv --page raw` text for rows of (kernel, grid, block, metrics). `units`/`scale` print some metrics in
     other units (value / scale), as NCU does without `--print-units base`."""
-    units, scale = units or {}, scale or {}
+    units, scale = units or {}, {C.DURATION: 1e-9, **(scale or {})}  # NCU's base unit for durations is ns
     names = sorted({n for _, _, _, m in rows for n in m})
     quote = lambda cells: ",".join(f'"{c}"' for c in cells)
     lines = ["==PROF== Connected to process 4242 (/usr/bin/python3.12)", quote((*INFO_COLUMNS, *names))]
@@ -112,12 +113,14 @@ def write_csv(rows: list[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, 
 def _base_unit(name: str) -> str:
     if name.endswith("pct") or ".pct_" in name:
         return "%"
-    if name.startswith("dram__bytes") or "shared_mem_per_block" in name:
-        return "byte"
     if name == C.DURATION:
-        return "second"
+        return "ns"
+    if name.startswith("dram__bytes"):
+        return "byte"
+    if "shared_mem_per_block" in name:
+        return "byte/block"
     if name.endswith("per_second"):
-        return "cycle/second"
+        return "hz"
     return ""
 
 
@@ -127,8 +130,8 @@ def _dims(dims: tuple[int, ...]) -> str:
 
 
 def _format(value: float) -> str:
-    if float(value).is_integer() and abs(value) >= 1000:
-        return f"{int(value):,}"  # NCU prints thousands separators
+    if abs(value) >= 1000 and abs(value - round(value)) < 1e-9 * abs(value):  # 1.62e-3 s / 1e-9 is not exact
+        return f"{round(value):,}"  # NCU prints thousands separators
     return f"{value:.6g}"
 
 
@@ -150,7 +153,7 @@ def write_synthetic_fixtures(folder) -> None:
 
     for name, rows in SYNTHETIC_FILES.items():
         if "tiny" in name:
-            text = write_csv(rows(), units={C.DURATION: "usecond", C.DRAM_READ: "Kbyte"}, scale={C.DURATION: 1e-6, C.DRAM_READ: 1e3})
+            text = write_csv(rows(), units={C.DURATION: "us", C.DRAM_READ: "Kbyte"}, scale={C.DURATION: 1e-6, C.DRAM_READ: 1e3})
         else:
             text = write_csv(rows())
         (Path(folder) / name).write_text(text)

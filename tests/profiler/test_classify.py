@@ -17,7 +17,7 @@ from egg.profiler.classify import (
 from egg.profiler.costs import ProblemCosts
 from egg.profiler.counters import profile_from_metrics, profiles_from_rows
 from egg.profiler.ncu import parse_raw_csv
-from egg.profiler.report import KernelProfile
+from egg.profiler.report import Ceilings, KernelProfile
 from tests.profiler import archetypes as A
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
@@ -114,3 +114,46 @@ def test_captured_ncu_csv_gets_the_expected_class(name, want):
     dominant = max(kernels, key=lambda k: k.duration_ms or 0.0)
     assert dominant.classification.kind == want["kernel_kind"], [e.meaning for e in dominant.classification.evidence]
     assert overall.kind == want["kind"]
+
+
+# The H200 captures, checked for values as well as classes (ceilings measured the same day: bench/results/2026-11-29-s2).
+H200 = Context(Ceilings("NVIDIA H200", 132, 4.1917e12, {"fp32": 51.1e12, "tf32": 404e12, "bf16": 756e12}, "measured"))
+
+
+def captured(name: str) -> list[KernelProfile]:
+    kernels, _ = classify_profiles(profiles_from_rows(parse_raw_csv((FIXTURES / name).read_text())), H200, counters=True)
+    return kernels
+
+
+@pytest.mark.parametrize(
+    ("name", "total_ms", "calls"),
+    [("h200_copy.csv", 0.520352, 1), ("h200_gemm.csv", 1.588256, 1), ("h200_chase.csv", 0.283072, 1), ("h200_tiny.csv", 0.136512, 64)],
+)  # fmt: skip
+def test_captured_kernel_times_are_in_milliseconds(name, total_ms, calls):
+    (k,) = captured(name)
+    assert k.calls == calls and k.duration_ms == pytest.approx(total_ms, rel=1e-4)
+
+
+def test_the_captured_copy_runs_near_the_measured_copy_bandwidth():
+    (k,) = captured("h200_copy.csv")
+    assert k.dram_bytes == pytest.approx(2.123e9, rel=1e-3)
+    assert k.achieved_bw_bytes_per_s == pytest.approx(4.08e12, rel=1e-2)
+    evidence = {e.metric: e.value for e in k.classification.evidence}
+    assert evidence["achieved_bw_pct_of_copy"] == pytest.approx(97.3, abs=0.5)
+    assert evidence["roofline_floor_ms"] == pytest.approx(0.5066, rel=1e-3)
+    assert k.classification.roofline_distance_pct == pytest.approx(2.6, abs=0.2)
+
+
+def test_the_captured_gemm_and_chase_read_their_launch_resources():
+    (gemm,) = captured("h200_gemm.csv")
+    assert gemm.registers_per_thread == 204 and gemm.shared_bytes_per_block == 147_456  # dynamic + static
+    assert gemm.classification.roofline_distance_pct == pytest.approx(100 - 82.1, abs=0.1)  # the tensor pipe's idle share
+    (chase,) = captured("h200_chase.csv")
+    assert chase.registers_per_thread == 156 and chase.shared_bytes_per_block == 512
+    assert chase.occupancy_limiter == "registers" and chase.theoretical_occupancy_pct == pytest.approx(18.75)
+
+
+def test_the_captured_tiny_launches_are_2_us_each():
+    (tiny,) = captured("h200_tiny.csv")
+    assert tiny.mean_duration_us == pytest.approx(2.13, abs=0.05)
+    assert tiny.dram_bytes < 1e6  # 64 launches reading a 4 KiB row each, bytes added up

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from egg.profiler import counters as C
@@ -16,15 +18,43 @@ from egg.profiler.ncu import (
 )
 from tests.profiler import archetypes as A
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+
 
 @pytest.mark.parametrize(
     ("unit", "scale"),
     [("", 1.0), ("%", 1.0), ("byte", 1.0), ("Kbyte", 1e3), ("Gbyte", 1e9), ("nsecond", 1e-9), ("usecond", 1e-6),
      ("msecond", 1e-3), ("second", 1.0), ("Gbyte/second", 1e9), ("Tbyte/second", 1e12), ("cycle/nsecond", 1e9),
-     ("cycle/usecond", 1e6), ("Ghz", 1e9), ("inst", 1.0), ("register/thread", 1.0), ("Mbyte/block", 1e6)],
+     ("cycle/usecond", 1e6), ("Ghz", 1e9), ("inst", 1.0), ("register/thread", 1.0), ("Mbyte/block", 1e6),
+     ("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0), ("Tbyte/s", 1e12), ("hz", 1.0), ("byte/block", 1.0),
+     ("inst/cycle", 1.0), ("SM", 1.0), ("cluster", 1.0), ("pass", 1.0)],
 )  # fmt: skip
 def test_unit_scale_turns_ncu_units_into_base_units(unit, scale):
     assert unit_scale(unit) == pytest.approx(scale)
+
+
+def test_a_metric_in_an_unknown_unit_is_left_out_not_misread():
+    assert unit_scale("furlong") is None and unit_scale("byte/fortnight") is None
+    text = A.write_csv([("copy_kernel", (65536,), (256,), A.copy())], units={C.DURATION: "furlong"})
+    (row,) = parse_raw_csv(text)
+    assert C.DURATION not in row.metrics and row.metrics[C.DRAM_READ] == pytest.approx(1.074e9)
+
+
+def test_real_ncu_csv_thousands_separators_and_ns_durations_come_back_in_base_units():
+    """Nsight Compute 2025.3 on the H200 writes "520,352" in "ns" and "1,073,777,664" in "byte"; read as seconds,
+    the duration came out a million times too long (a 0.52 ms copy reported as 520,352,000 ms)."""
+    (row,) = parse_raw_csv((FIXTURES / "h200_copy.csv").read_text())
+    m = row.metrics
+    assert row.name == "copy_kernel" and row.grid == (65536, 1, 1) and row.block == (256, 1, 1)
+    assert m[C.DURATION] == pytest.approx(520_352e-9)
+    assert m[C.DRAM_READ] == 1_073_777_664 and m[C.DRAM_WRITE] == 1_049_539_328
+    assert m["gpc__cycles_elapsed.avg.per_second"] == pytest.approx(1.952e9, rel=1e-3)  # "hz", "1,952,197,743.07"
+    assert m[C.MEMORY_PCT] == pytest.approx(84.81) and m[C.REGISTERS] == 32 and m[C.GRID_SIZE] == 65_536
+    assert "launch__cluster_scheduling_policy" not in m  # a string ("PolicySpread"), not a number
+    (k,) = profiles_from_rows([row])
+    assert k.duration_ms == pytest.approx(0.520352)
+    assert k.dram_bytes == pytest.approx(2.123e9, rel=1e-3)
+    assert k.achieved_bw_bytes_per_s == pytest.approx(4.08e12, rel=1e-2)
 
 
 def test_numbers_with_thousands_separators_and_na():
@@ -81,7 +111,7 @@ def test_launches_of_one_kernel_are_merged_times_add_percentages_average():
 
 def test_a_profile_reads_every_counter_it_names():
     (k,) = profiles_from_rows(parse_raw_csv(A.write_csv([("gemm_kernel", (2048,), (256,), A.gemm())])))
-    assert k.registers_per_thread == 204 and k.shared_bytes_per_block == 147456 + 1024
+    assert k.registers_per_thread == 204 and k.shared_bytes_per_block == 147456  # dynamic + static, as NCU counts
     assert k.occupancy_limiter in ("registers", "shared_memory")
     assert k.tensor_pipe_pct == pytest.approx(84.9)
     assert list(k.stalls) == ["gmma", "long_scoreboard"]
@@ -90,18 +120,13 @@ def test_a_profile_reads_every_counter_it_names():
 
 
 def test_the_ncu_rep_reader_agrees_with_the_csv():
-    """Needs NVIDIA's reader (`pip install ncu-report==2025.3.1`) and the captured report (bench/profile_h200.py)."""
-    from pathlib import Path
-
+    """Needs NVIDIA's reader, which runs on CPU too (`pip install ncu-report==2025.3.1`, not a dependency of egg)."""
     from egg.profiler.ncu import read_ncu_rep
 
-    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
-    report, table = fixtures / "h200_copy.ncu-rep", fixtures / "h200_copy.csv"
-    if not report.exists():
-        pytest.skip("h200_copy.ncu-rep not captured yet (bench/profile_h200.py)")
-    pytest.importorskip("ncu_report")
-    (from_rep,) = profiles_from_rows(read_ncu_rep(report))
-    (from_csv,) = profiles_from_rows(parse_raw_csv(table.read_text()))
-    assert from_rep.name == from_csv.name
-    assert from_rep.duration_ms == pytest.approx(from_csv.duration_ms, rel=1e-3)
+    pytest.importorskip("ncu_report", reason="NVIDIA's ncu_report module is not installed (pip install ncu-report==2025.3.1)")
+    (from_rep,) = profiles_from_rows(read_ncu_rep(FIXTURES / "h200_copy.ncu-rep"))
+    (from_csv,) = profiles_from_rows(parse_raw_csv((FIXTURES / "h200_copy.csv").read_text()))
+    assert from_rep.name == from_csv.name == "copy_kernel"
+    assert from_rep.duration_ms == pytest.approx(from_csv.duration_ms, rel=1e-3) and from_csv.duration_ms == pytest.approx(0.520352)
     assert from_rep.dram_bytes == pytest.approx(from_csv.dram_bytes, rel=1e-3)
+    assert from_rep.shared_bytes_per_block == from_csv.shared_bytes_per_block == 0

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from egg.profiler.counters import profiles_from_rows
+from egg.profiler.ncu import parse_raw_csv
 from egg.profiler.static import candidate_static_facts
 from egg.profiler.survey import survey_candidate
 
@@ -59,3 +61,18 @@ def test_a_failing_forward_is_data_not_an_exception():
 def test_a_hanging_survey_times_out_as_data():
     s = survey_candidate(FIXTURES / "candidates" / "hang_first_call.py", FIXTURES / "problems" / "1_TinyScale.py", timeout_s=3)
     assert s.launches == () and "timed out" in s.errors[0]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "problem", "capture"),
+    [("gemm_fp16_triton.py", SUITE / "6_GEMM_Square_FP16.py", "h200_gemm.csv"),
+     ("chase_triton.py", FIXTURES / "profiler" / "chase_problem.py", "h200_chase.csv")],
+)  # fmt: skip
+def test_static_shared_memory_is_what_ncu_measured_on_the_h200(candidate, problem, capture):
+    """Both sides count dynamic + static shared memory per block, without the 1 KiB the driver reserves for every
+    block (cuobjdump counts that window as static; NCU puts it in launch__shared_mem_per_block_driver)."""
+    (launch,) = survey_candidate(FIXTURES / "profiler" / candidate, problem).launches
+    (measured,) = profiles_from_rows(parse_raw_csv((FIXTURES / "ncu" / capture).read_text()))
+    assert launch.facts.kernel == measured.name
+    assert launch.facts.registers == measured.registers_per_thread
+    assert launch.facts.shared_bytes == measured.shared_bytes_per_block > 0

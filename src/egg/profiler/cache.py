@@ -17,7 +17,7 @@ from egg.profiler.report import ProfileReport
 from egg.types import from_jsonable, to_jsonable
 
 CACHE_VARIABLE = "EGG_CACHE"
-SCHEMA = 1  # bump when ProfileReport or the classification rules change: old entries are then never read
+SCHEMA = 2  # bump when ProfileReport or the classification rules change: old entries are then never read
 
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:

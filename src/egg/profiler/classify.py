@@ -174,7 +174,9 @@ def occupancy_evidence(k: KernelProfile) -> tuple[str, list[Evidence]] | None:
     if k.occupancy_limiter == "registers" and k.registers_per_thread is not None:
         evidence.append(Evidence(C.REGISTERS, k.registers_per_thread, f"{k.registers_per_thread} registers per thread"))
     if k.occupancy_limiter == "shared_memory" and k.shared_bytes_per_block is not None:
-        evidence.append(Evidence("launch__shared_mem_per_block", k.shared_bytes_per_block, f"{k.shared_bytes_per_block:,} B of shared memory per block"))
+        # Dynamic + static: NCU's launch__shared_mem_per_block also counts the driver's reserved 1 KiB.
+        meaning = f"{k.shared_bytes_per_block:,} B of shared memory per block (plus the 1 KiB the driver reserves)"
+        evidence.append(Evidence("shared_bytes_per_block", k.shared_bytes_per_block, meaning))
     if k.achieved_occupancy_pct is not None:
         evidence.append(Evidence(C.ACHIEVED_OCC, round(k.achieved_occupancy_pct, 1), f"achieved occupancy {_pct(k.achieved_occupancy_pct)}"))
     return kind, evidence

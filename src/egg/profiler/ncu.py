@@ -110,27 +110,26 @@ def _run(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float, *
 # Parsing ----------------------------------------------------------------------------------------------------------
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "u": 1e-6, "n": 1e-9, "p": 1e-12}
-_BASE_UNITS = ("byte", "second", "cycle", "inst", "warp", "sector", "request", "block", "thread", "register", "hz", "Hz")
+# What NCU prints in the units row. Nsight Compute 2025.3 writes times as "ns"/"us"/"ms" (older ones "nsecond",
+# "usecond"), and `--print-units base` means each metric's own base unit: ns for gpu__time_duration, not seconds.
+_BASE_UNITS = ("second", "s", "byte", "hz", "Hz", "cycle", "inst", "warp", "sector", "request", "block", "thread", "register", "SM", "cluster", "pass")
 _UNIT = re.compile(r"^([KMGTPmunp]?)(" + "|".join(_BASE_UNITS) + r")s?$")
 
 
-def unit_scale(unit: str) -> float:
-    """Factor that turns a value in `unit` (e.g. "Gbyte/second", "usecond", "%") into base units."""
+def unit_scale(unit: str) -> float | None:
+    """Factor that turns a value in `unit` (e.g. "ns", "Gbyte/second", "Tbyte/s", "%") into base units (seconds,
+    bytes, hertz, counts); None for a unit it cannot read, whose value is then not in base units."""
     unit = unit.strip()
     if not unit or unit == "%":
         return 1.0
     numerator, _, denominator = unit.partition("/")
-    return _token_scale(numerator) / (_token_scale(denominator) if denominator else 1.0)
+    top, bottom = _token_scale(numerator), _token_scale(denominator) if denominator else 1.0
+    return None if top is None or bottom is None else top / bottom
 
 
-def _token_scale(token: str) -> float:
+def _token_scale(token: str) -> float | None:
     match = _UNIT.match(token.strip())
-    if match is None:
-        return 1.0  # an unknown unit (a ratio, "inst/warp"...) is kept as printed
-    prefix, base = match.groups()
-    if base in ("hz", "Hz") and prefix == "G" or token.strip().lower() == "ghz":
-        return 1e9
-    return _PREFIX[prefix]
+    return None if match is None else _PREFIX[match.group(1)]
 
 
 def parse_number(text: str) -> float | None:
@@ -154,8 +153,9 @@ class NcuKernelRow:
 
 
 def parse_raw_csv(text: str) -> list[NcuKernelRow]:
-    """Rows of `ncu --csv --page raw` (any units: a units row is read and applied). Lines before the header are
-    skipped (ncu's own `==PROF==` messages), and so are columns that are not metrics."""
+    """Rows of `ncu --csv --page raw` (any units: a units row is read and applied; numbers may carry thousands
+    separators, "520,352"). Lines before the header are skipped (ncu's own `==PROF==` messages), and so are columns
+    that are not metrics and metrics in a unit `unit_scale` cannot read."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
@@ -172,9 +172,9 @@ def parse_raw_csv(text: str) -> list[NcuKernelRow]:
         info = dict(zip(header, cells))
         metrics = {}
         for name, unit, cell in zip(header, units, cells):
-            value = parse_number(cell) if "__" in name else None
-            if value is not None:
-                metrics[name] = value * unit_scale(unit)
+            value, scale = (parse_number(cell), unit_scale(unit)) if "__" in name else (None, None)
+            if value is not None and scale is not None:  # a unit we cannot read is left out, never misread
+                metrics[name] = value * scale
         rows.append(NcuKernelRow(int(parse_number(info.get("ID", "")) or 0), info.get("Kernel Name", "?"), _dims(info.get("Grid Size", "")), _dims(info.get("Block Size", "")), metrics))
     return rows
 
@@ -199,10 +199,11 @@ def read_ncu_rep(path: str | Path) -> list[NcuKernelRow]:
             metrics = {}
             for name in action.metric_names():
                 metric = action.metric_by_name(name)
-                if metric.kind() == ncu_report.IMetric.ValueKind_STRING:
+                scale = unit_scale(metric.unit())
+                if metric.kind() == ncu_report.IMetric.ValueKind_STRING or scale is None:
                     continue
                 try:
-                    metrics[name] = float(metric.as_double()) * unit_scale(metric.unit())
+                    metrics[name] = float(metric.as_double()) * scale
                 except (TypeError, ValueError):
                     continue  # a string-valued metric
             name = action.name(ncu_report.IAction.NameBase_FUNCTION)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egg.profiler.static import MAX_SHARED_BYTES_PER_BLOCK
+from egg.profiler.static import (
+    MAX_SHARED_BYTES_PER_BLOCK,
+    RESERVED_SHARED_BYTES_PER_BLOCK,
+)
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class SmLimits:
     registers: int = 65_536
     register_unit: int = 256  # registers are allocated per warp in units of 256
     shared_bytes: int = 233_472  # 228 KiB usable by blocks
-    shared_reserved_per_block: int = 1_024  # the driver keeps 1 KiB per block
+    shared_reserved_per_block: int = RESERVED_SHARED_BYTES_PER_BLOCK  # the driver keeps 1 KiB per block
     shared_unit: int = 128
     max_shared_per_block: int = MAX_SHARED_BYTES_PER_BLOCK
 
