@@ -2,7 +2,7 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh judge gputests profile      # parts: judge gputests profile tune optimize
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile tune optimize
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300.
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
@@ -34,9 +34,12 @@ part() {  # name, limit, command...
 
 for p in "$@"; do
   case $p in
-    judge)
-      part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement
-      part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats 5 ;;
+    agreement)
+      part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement ;;
+    repeats)
+      part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats "${REPEATS_N:-5}" ;;
+    variance)
+      part judge_variance "${VARIANCE_S:-120}" python3 bench/judge_variance.py --out "$OUT/judge_variance" ;;
     gputests)
       part gputests "${GPUTESTS_S:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/profiler -rA ;;
     profile)

@@ -130,7 +130,7 @@ def example_pairs() -> list[tuple[Path, Path]]:
     return pairs
 
 
-def repeats_only(repeats: int, log) -> dict:
+def repeats_only(repeats: int, log, save=lambda out: None) -> dict:
     """One candidate (the softmax example on its full-size problem) judged `repeats` times in fresh workers."""
     out = {"examples": [], "repeats": []}
     with Judge(EvalOptions(device="cuda")) as judge:
@@ -143,6 +143,7 @@ def repeats_only(repeats: int, log) -> dict:
             out["repeats"].append({"status": result.status.value, "median_ms": result.timing.median_ms if result.timing else None,
                                    "speedups": result.speedups, "duration_s": result.duration_s, "phase_s": result.phase_s})
             log(f"repeat {i + 1}: {result.status.value} median {out['repeats'][-1]['median_ms']} in {result.duration_s} s; phases {result.phase_s}")
+            save(out)
     return out
 
 
@@ -234,7 +235,7 @@ def main() -> None:
     if args.part in ("all", "examples"):
         report["examples"] = examples_and_repeats(2 if args.quick else args.repeats, log)
     elif args.part == "repeats":
-        report["examples"] = repeats_only(args.repeats, log)
+        report["examples"] = repeats_only(args.repeats, log, save)
     (out / f"{name}.json").write_text(json.dumps(report, indent=1))
     (out / f"{name}.md").write_text(summarize(report))
     print(summarize(report))

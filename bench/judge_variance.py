@@ -1,0 +1,180 @@
+"""Where does the run-to-run spread of a candidate's median come from? Three ways of timing one candidate.
+
+Run on the GPU machine from the repository root (about a minute):
+    PYTHONPATH=src python bench/judge_variance.py --out OUTDIR [--processes 6] [--blocks 6]
+
+  processes: N fresh Python processes, each builds the candidate and its inputs as the judge's worker does and
+             times it with the worker's own `time_model` (no judge, no sandbox, nothing else on the GPU);
+  blocks:    one process, N timing blocks, each with freshly allocated input buffers placed after a spacer
+             allocation of a different size (so each block's data lands on other physical memory).
+If the fresh processes spread as much as the judge's repeats do, the spread is the machine's (clocks, where the
+allocator's memory lands), not the judge's; if the blocks spread as much, memory placement alone explains it.
+
+  rotation:  for the suite references where egg read ~5% above triton.testing.do_bench (--rotation), the reference
+             timed three ways, twice over: egg's loop (input sets rotated into the buffers before each trial), the
+             same loop with the inputs left in place, and do_bench; it tells whether the rotation is the difference.
+Writes OUTDIR/judge_variance.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CANDIDATE = ROOT / "examples" / "candidates" / "softmax_triton.py"
+PROBLEM = ROOT / "problems" / "suite" / "level1" / "23_Softmax.py"
+
+
+def build():
+    import torch
+
+    from egg.evaluator.judge import _seeds
+    from egg.evaluator.probes import hold_fp32_to_fp32
+    from egg.evaluator.worker import load_module, make_inputs
+    from egg.types import EvalOptions
+
+    options = EvalOptions()
+    hold_fp32_to_fp32()
+    device = torch.device("cuda")
+    problem = load_module(str(PROBLEM), "variance_problem")
+    candidate = load_module(str(CANDIDATE), "variance_candidate")
+    torch.manual_seed(options.seed)
+    init = problem.get_init_inputs()
+    torch.manual_seed(options.seed)
+    model = candidate.ModelNew(*init).to(device)
+    timed = [{"name": f"timed_{k}", "seed": s} for k, s in enumerate(_seeds(options.seed, options.timed_input_sets, "timed"))]
+    sets = [make_inputs(problem.get_inputs, spec, device) for spec in timed]
+    with torch.no_grad():
+        model(*sets[0])  # compile outside the clock
+    return options, model, sets
+
+
+def time_once(options, model, sets) -> float:
+    import torch
+
+    from egg.evaluator import timing
+    from egg.evaluator.worker import time_model
+
+    buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
+    flush = timing.L2Flush(options.l2_flush_bytes, torch.device("cuda"))
+    with torch.no_grad():
+        samples = time_model(model, buffers, sets, dataclasses.asdict(options), flush)
+    return statistics.median(samples.event_ms)
+
+
+def one_process() -> None:
+    options, model, sets = build()
+    print(json.dumps({"median_ms": time_once(options, model, sets)}))
+
+
+def blocks(count: int) -> list[float]:
+    import torch
+
+    options, model, sets = build()
+    medians, spacers = [], []
+    for k in range(count):
+        spacers.append(torch.empty((k * 37 + 5) * (1 << 20), dtype=torch.uint8, device="cuda"))  # 5 MiB to ~190 MiB
+        fresh = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
+        medians.append(time_once(options, model, fresh))
+        del fresh
+    return medians
+
+
+def rotation(names: list[str]) -> list[dict]:
+    """egg's loop with and without input rotation, and do_bench, on suite references (eager)."""
+    import torch
+    import triton.testing
+
+    from egg.evaluator import timing
+    from egg.evaluator.judge import _seeds
+    from egg.evaluator.probes import hold_fp32_to_fp32
+    from egg.evaluator.worker import load_module, make_inputs, time_model
+    from egg.types import EvalOptions
+
+    options = EvalOptions()
+    opts = dataclasses.asdict(options)
+    hold_fp32_to_fp32()
+    device = torch.device("cuda")
+    rows = []
+    for name in names:
+        path = next((ROOT / "problems" / "suite").glob(f"level*/{name}.py"))
+        problem = load_module(str(path), "rotation_problem")
+        torch.manual_seed(options.seed)
+        init = problem.get_init_inputs()
+        torch.manual_seed(options.seed)
+        model = problem.Model(*init).to(device)
+        timed = [{"name": f"timed_{k}", "seed": s} for k, s in enumerate(_seeds(options.seed, options.timed_input_sets, "timed"))]
+        sets = [make_inputs(problem.get_inputs, spec, device) for spec in timed]
+        buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
+        flush = timing.L2Flush(options.l2_flush_bytes, device)
+        row: dict = {"problem": name, "rotated": [], "in_place": [], "do_bench": []}
+        with torch.no_grad():
+            for _ in range(2):
+                row["rotated"].append(statistics.median(time_model(model, buffers, sets, opts, flush).event_ms))
+                samples = timing.time_calls(lambda: model(*buffers), lambda i: None, warmup=options.warmup, trials=options.timing_trials, flush=flush)
+                row["in_place"].append(statistics.median(samples.event_ms))
+                row["do_bench"].append(triton.testing.do_bench(lambda: model(*buffers), warmup=100, rep=500, return_mode="median"))
+        print("rotation:", row, flush=True)
+        rows.append(row)
+        del model, sets, buffers
+        torch.cuda.empty_cache()
+    return rows
+
+
+def spread(values: list[float]) -> float:
+    return (max(values) - min(values)) / statistics.median(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--rotation", default="12_Sum_Dim1,13_Max_LastDim,14_Argmax_Dim1,10_BatchNorm2d_Train,5_GEMV",
+                        help="suite references to time with and without input rotation ('' for none)")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        one_process()
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"command": " ".join(sys.argv), "candidate": str(CANDIDATE.relative_to(ROOT)), "problem": str(PROBLEM.relative_to(ROOT))}
+    runs = []
+    for _ in range(args.processes):
+        done = subprocess.run([sys.executable, __file__, "--one"], capture_output=True, text=True, check=False)
+        if done.returncode:
+            runs.append({"error": done.stderr[-1500:]})
+        else:
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print("process:", runs[-1], flush=True)
+    report["processes"] = [r.get("median_ms") for r in runs]
+    report["process_errors"] = [r["error"] for r in runs if "error" in r]
+    report["blocks"] = blocks(args.blocks)
+    print("blocks:", report["blocks"], flush=True)
+    report["rotation"] = rotation([n for n in args.rotation.split(",") if n])
+    good = [v for v in report["processes"] if v]
+    lines = ["# Spread of one candidate's median: fresh processes vs re-allocated buffers", "",
+             f"Command: `{report['command']}`; candidate {report['candidate']} on {report['problem']}.", "",
+             "| how | medians (ms) | spread (max-min)/median |", "|---|---|---|",
+             f"| {len(good)} fresh processes | {[round(v, 4) for v in good]} | {spread(good):.2%} |",
+             f"| {len(report['blocks'])} re-allocated blocks, one process | {[round(v, 4) for v in report['blocks']]} | {spread(report['blocks']):.2%} |"]
+    if report["rotation"]:
+        lines += ["", "| reference | egg loop, inputs rotated (ms) | egg loop, inputs in place | do_bench | rotated/do_bench | in place/do_bench |",
+                  "|---|---|---|---|---|---|"]
+        for r in report["rotation"]:
+            rot, inp, db = (statistics.median(r[k]) for k in ("rotated", "in_place", "do_bench"))
+            lines.append(f"| {r['problem']} | {[round(v, 4) for v in r['rotated']]} | {[round(v, 4) for v in r['in_place']]} | "
+                         f"{[round(v, 4) for v in r['do_bench']]} | {rot / db:.4f} | {inp / db:.4f} |")
+    (args.out / "judge_variance.json").write_text(json.dumps(report, indent=1))
+    (args.out / "judge_variance.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
