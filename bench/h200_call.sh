@@ -2,7 +2,7 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile tune optimize
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile profilecli tune optimize
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300.
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
@@ -44,6 +44,8 @@ for p in "$@"; do
       part gputests "${GPUTESTS_S:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/profiler -rA ;;
     profile)
       part profile "${PROFILE_S:-300}" python3 bench/profile_h200.py --out "$OUT/profile" ;;
+    profilecli)  # `egg profile` as a user runs it: the human report with NCU counters, then the JSON (from the cache)
+      part profilecli "${PROFILECLI_S:-120}" bash -c 'python3 -m egg.cli profile examples/candidates/softmax_triton.py --ref problems/suite/level1/23_Softmax.py --mode ncu && python3 -m egg.cli profile examples/candidates/softmax_triton.py --ref problems/suite/level1/23_Softmax.py --mode ncu --json > "$0/profile_softmax.json"' "$OUT/profilecli" ;;
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
     optimize)
