@@ -5,9 +5,9 @@ measured (a configuration is never measured twice), cut the batch to the budget,
 until the strategy has nothing more to propose or the budget (evaluations, seconds) is spent. Evaluations count
 configurations that cost device time; cached and compile-pruned outcomes are free.
 
-Strategies: "exhaustive" (the reference), "random", "pattern" (coordinate search from the current config:
-halving/doubling powers of two, wider moves when stuck, restarts from far points), and "surrogate" (model-based:
-see `egg.search.surrogate`).
+Strategies: "exhaustive" (the reference), "random", "pattern" (best-first coordinate search from the current config:
+halving/doubling powers of two, runner-up centres, restarts from far points when stalled), and "surrogate" (pattern
+search assisted by a Gaussian process: see `egg.search.surrogate`).
 """
 
 from __future__ import annotations
@@ -205,31 +205,46 @@ class RandomSearch(Strategy):
 
 
 class PatternSearch(Strategy):
-    """Coordinate search with line moves (Hooke-Jeeves on a lattice), from the kernel's current config.
+    """Best-first coordinate search on the lattice (Hooke-Jeeves moves), from the kernel's current config.
 
-    It tries one parameter at a time, one step either way (powers of two halve and double); a move that improves
-    is repeated in the same direction until it stops paying; parameters are cycled until a whole cycle brings
-    nothing. Then moves of two steps are tried, and when those fail too, the descent restarts from a configuration
-    far from everything measured (`max_restarts` times; None: until the budget ends).
+    The centre is the best configuration of the current descent whose neighbourhood is not yet polled. Its
+    neighbours are tried one parameter at a time (powers of two halve and double); a move that improves makes the
+    new config the centre and is repeated in the same direction. When every neighbour of a centre is measured, the
+    next best configuration of the descent becomes the centre, as long as it is within `breadth` of the descent's
+    best: measurements are noisy and good tiles often sit on narrow ridges, so a runner-up's neighbourhood is where
+    the next improvement most often is. When no such configuration is left, moves of two steps are tried from the
+    best, then the descent restarts from a configuration far from everything measured (`max_restarts` times;
+    None: until the budget ends).
     """
 
     name = "pattern"
 
-    def __init__(self, *, seed: int = 0, batch_size: int = 8, max_distance: int = 2, max_restarts: int | None = 2) -> None:
+    def __init__(self, *, seed: int = 0, batch_size: int = 8, max_distance: int = 2, max_restarts: int | None = 2,
+                 breadth: float = 0.05, patience: int | None = None, min_improvement: float = 0.002) -> None:
         super().__init__(seed=seed, batch_size=batch_size)
-        self.max_distance, self.max_restarts = max_distance, max_restarts
+        self.patience, self.min_improvement = patience, min_improvement
+        self.max_distance, self.max_restarts, self.breadth = max_distance, max_restarts, breadth
         self.local: set[str] = set()  # keys measured by the current descent
+        self.polled: set[str] = set()  # centres whose every neighbour is measured
         self.center: Config | None = None
         self.direction: tuple[str, int] | None = None  # the parameter and sign of the last improving move
         self.next_param = 0
-        self.stale = 0  # parameters tried since the last improvement
         self.restarts = 0
+        self.started_at = 0  # trials before the current descent began
 
     def propose(self, history: History) -> list[Config]:
         if not self.local:
             return self._start(history, start_point(history, self.rng))
-        self._follow(min((t for t in history.trials if t.config.key in self.local), key=lambda t: t.score).config, history.space)
-        proposal = self._line_move(history) or self._coordinate_moves(history) or self._wide_moves(history)
+        patience = self.patience or 4 * len(history.space.params)
+        stalled = min(_since_improvement(history.trials, self.min_improvement), len(history.trials) - self.started_at) >= patience
+        while not stalled and (center := self._next_center(history)) is not None:
+            self._follow(center, history.space)
+            proposal = self._line_move(history) or self._coordinate_moves(history)
+            if proposal:
+                self.local.update(c.key for c in proposal)
+                return proposal
+            self.polled.add(center.key)
+        proposal = [] if stalled else self._wide_moves(history)
         if proposal:
             self.local.update(c.key for c in proposal)
             return proposal
@@ -238,21 +253,39 @@ class PatternSearch(Strategy):
         self.restarts += 1
         return self._start(history, _far_point(history, self.rng))
 
-    def _follow(self, best: Config, space: Space) -> None:
-        """Move the centre to the descent's best; remember the direction of the move that got there."""
-        if self.center is not None and best != self.center:
-            changed = [n for n in space.names if best[n] != self.center[n]]
-            ordered = len(changed) == 1 and isinstance(best[changed[0]], (int, float)) and not isinstance(best[changed[0]], bool)
-            self.direction = (changed[0], 1 if best[changed[0]] > self.center[changed[0]] else -1) if ordered else None
-            self.stale = 0
+    def adopt(self, configs: Sequence[Config]) -> None:
+        """Configurations measured alongside the descent (another strategy's picks) join it: a good one becomes a
+        centre."""
+        self.local.update(Config(c).key for c in configs)
+
+    def _descent(self, history: History) -> list[Measurement]:
+        return sorted((t for t in history.trials if t.config.key in self.local and math.isfinite(t.score)), key=lambda t: t.score)
+
+    def _next_center(self, history: History) -> Config | None:
+        """The best configuration of this descent not yet polled, within `breadth` of the descent's best."""
+        descent = self._descent(history)
+        for trial in descent:
+            if trial.score > descent[0].score * (1 + self.breadth):
+                return None
+            if trial.config.key not in self.polled:
+                return trial.config
+        return None
+
+    def _follow(self, center: Config, space: Space) -> None:
+        """Move to `center`; remember the direction when it is one improving step from the previous centre."""
+        if self.center is not None and center != self.center:
+            changed = [n for n in space.names if center[n] != self.center[n]]
+            ordered = len(changed) == 1 and isinstance(center[changed[0]], (int, float)) and not isinstance(center[changed[0]], bool)
+            self.direction = (changed[0], 1 if center[changed[0]] > self.center[changed[0]] else -1) if ordered else None
         elif self.center is not None:
             self.direction = None
-        self.center = best
+        self.center = center
 
     def _line_move(self, history: History) -> list[Config]:
         if self.direction is None:
             return []
         name, sign = self.direction
+        self.direction = None  # tried once per move
         value = history.space.param(name).step(self.center[name], sign)
         if value is None:
             return []
@@ -261,18 +294,20 @@ class PatternSearch(Strategy):
 
     def _coordinate_moves(self, history: History) -> list[Config]:
         space = history.space
-        while self.stale < len(space.params):
+        for _ in range(len(space.params)):
             name = space.names[self.next_param]
             self.next_param = (self.next_param + 1) % len(space.params)
-            self.stale += 1
             moves = [c for c in space.neighbours(self.center) if c[name] != self.center[name] and not history.seen(c)]
             if moves:
                 return moves
         return []
 
     def _wide_moves(self, history: History) -> list[Config]:
+        descent = self._descent(history)
+        if not descent:
+            return []
         for distance in range(2, self.max_distance + 1):
-            moves = [c for c in history.space.neighbours(self.center, distance) if not history.seen(c)]
+            moves = [c for c in history.space.neighbours(descent[0].config, distance) if not history.seen(c)]
             if moves:
                 return moves
         return []
@@ -280,8 +315,19 @@ class PatternSearch(Strategy):
     def _start(self, history: History, config: Config | None) -> list[Config]:
         if config is None:
             return []
-        self.local, self.center, self.direction, self.stale = {config.key}, None, None, 0
+        self.local, self.center, self.direction = {config.key}, None, None
+        self.started_at = len(history.trials)
         return [config]
+
+
+def _since_improvement(trials: Sequence[Measurement], min_improvement: float) -> int:
+    """Measurements since the best score last improved by more than `min_improvement` (relative)."""
+    best, last = math.inf, 0
+    for index, trial in enumerate(trials):
+        if trial.score < best * (1 - min_improvement):
+            last = index
+        best = min(best, trial.score)
+    return len(trials) - 1 - last
 
 
 def start_point(history: History, rng: random.Random) -> Config | None:
