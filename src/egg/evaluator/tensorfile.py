@@ -37,12 +37,26 @@ class OutputFiles:
         self._count += 1
         entry["file"] = f"out_{self._count}.bin"
         flat = tensor.detach().reshape(-1)
-        target = torch.from_file(str(self.folder / entry["file"]), shared=True, size=flat.numel(), dtype=flat.dtype)
+        path = self.folder / entry["file"]
+        _allocate(path, flat.numel() * flat.element_size())
+        target = torch.from_file(str(path), shared=True, size=flat.numel(), dtype=flat.dtype)
         target.copy_(flat)
         return entry
 
     def finish(self) -> None:
         (self.folder / MANIFEST).write_text(json.dumps(self.entries))
+
+
+def _allocate(path: Path, nbytes: int) -> None:
+    """Create the file with its blocks allocated up front: copying into a mapping of unallocated tmpfs pages
+    faults each page in (measured on a 2-core VM: 0.9-3.9 s per GiB, against 0.56 s once allocated)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError:  # a file system without fallocate: a sparse file, filled as it is written
+        os.ftruncate(fd, nbytes)
+    finally:
+        os.close(fd)
 
 
 def load_outputs(folder: str | os.PathLike[str]) -> dict[str, list[torch.Tensor]]:
