@@ -160,3 +160,29 @@ def test_optimize_exits_1_when_no_candidate_passed(tmp_path):
     assert result.returncode == 1, result.stderr
     assert "connection_error" in result.stderr and "no candidate passed the judge" in result.stdout
     assert "ModelNew = Model" in (tmp_path / "best.py").read_text()
+
+
+@pytest.fixture
+def seed_fitted_kernel_server():
+    """Answers every request with an honest kernel that re-seeds torch itself before making its weights: right
+    under the run's seed, wrong under any other."""
+    kernel = (ROOT / "examples" / "candidates" / "gemm_epilogue_triton.py").read_text()
+    fitted = kernel.replace("        super().__init__()\n", "        super().__init__()\n        torch.manual_seed(42)\n", 1)
+    assert fitted != kernel
+    import threading
+
+    server = StubServer([chat_completion(f"```python\n{fitted}```\n")])
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_a_kernel_fitted_to_the_search_seed_fails_the_held_out_re_verification(tmp_path, seed_fitted_kernel_server):
+    linear = ROOT / "problems" / "tiny" / "level2" / "1_Linear_GELU_Scale.py"
+    llm = LLMConfig(spec=parse_spec(f"openai:any@{seed_fitted_kernel_server.url}"))
+    outcome = optimize(linear, tmp_path, ModelChoice(llm=llm), CPU, Budget(seeds=1, transforms=False, rounds=0))
+    assert [a.status for a in outcome.progress.attempts] == ["ok"]  # the search judged it on seed 42: it passed
+    assert outcome.verify_seed == CPU.seed + 1_000_003
+    assert outcome.final.status is Status.MISMATCH and outcome.best_is_reference
+    assert "ModelNew = Model" in (tmp_path / "best.py").read_text()
+    assert json.loads((tmp_path / "evidence.json").read_text())["verification_seed"] == outcome.verify_seed

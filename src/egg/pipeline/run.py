@@ -3,6 +3,7 @@ process, and write best.py, report.md and evidence.json."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from egg.types import EvalOptions
 
 RUN_FILE = "run.json"
 STORE_FILE = "egg.sqlite"
+# The winner is re-verified on inputs and weights it was never judged on: the run's seed plus this.
+HELD_OUT_SEED_OFFSET = 1_000_003
 
 
 class RunError(RuntimeError):
@@ -103,9 +106,11 @@ def optimize(
         with Judge(options) as judge:
             progress = Optimizer(problem, judge, client, store, run_id, out, budget, on_event, profiler=_profiler(options, profile_mode)).run()
             reference = judge.reference(problem)
-        on_event("re-verifying the winner in a fresh process")
-        final = _reverify(problem, out, progress.best_source, options)
-        outcome = Outcome(problem, run_id, options, choice.describe(), progress, final, client.ledger, reference.result, transport.replayed)
+        verify_options = dataclasses.replace(options, seed=options.seed + HELD_OUT_SEED_OFFSET)
+        on_event(f"re-verifying the winner in a fresh process, on held-out seed {verify_options.seed}")
+        final = _reverify(problem, out, progress.best_source, verify_options)
+        outcome = Outcome(problem, run_id, options, choice.describe(), progress, final, client.ledger, reference.result, transport.replayed,
+                          verify_seed=verify_options.seed if final is not None else None)
         write_outputs(out, outcome)
         store.finish_run(run_id, "done", dict(reference.result.get("environment", {})))
         return outcome
@@ -123,7 +128,8 @@ def _profiler(options: EvalOptions, profile_mode: str):
 
 
 def _reverify(problem, out: Path, source: str | None, options: EvalOptions):
-    """The winner judged again by a new worker server: no state of the search can leak into the verdict."""
+    """The winner judged again by a new worker server, under `options` (a held-out seed: new weights, new inputs), so
+    no state of the search can leak into the verdict and nothing fitted to the inputs it was judged on can pass."""
     if source is None:
         return None
     path = out / "candidates" / "winner.py"

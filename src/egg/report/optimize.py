@@ -27,6 +27,7 @@ class Outcome:
     ledger: Ledger
     reference: dict[str, Any]  # the reference worker's result (baselines, environment)
     replayed_calls: int
+    verify_seed: int | None = None  # the held-out seed `final` was judged on (weights, inputs, trials)
 
     @property
     def best_is_reference(self) -> bool:
@@ -105,7 +106,8 @@ def report(outcome: Outcome) -> str:
     if outcome.replayed_calls:
         lines += ["", f"{outcome.replayed_calls} model replies were replayed from the store (resumed run)."]
     if outcome.final is not None:
-        lines += ["", "## Final verdict (fresh process)", "", f"{outcome.final.status.value}: {outcome.final.reason}"]
+        seed = f", held-out seed {outcome.verify_seed}" if outcome.verify_seed is not None else ""
+        lines += ["", f"## Final verdict (fresh process{seed})", "", f"{outcome.final.status.value}: {outcome.final.reason}"]
     return "\n".join(lines) + "\n"
 
 
@@ -120,6 +122,7 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "best_is_reference": outcome.best_is_reference,
         "beats_eager": outcome.beats_eager,
         "verdict": to_jsonable(outcome.final) if outcome.final else None,
+        "verification_seed": outcome.verify_seed,
         "baselines": outcome.reference.get("baselines", {}),
         "decisions": [dataclasses.asdict(d) for d in outcome.progress.decisions],
         "attempts": [dataclasses.asdict(a) for a in outcome.progress.attempts],
