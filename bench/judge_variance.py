@@ -5,6 +5,8 @@ Run on the GPU machine from the repository root (about a minute):
 
   processes: N fresh Python processes, each builds the candidate and its inputs as the judge's worker does and
              times it with the worker's own `time_model` (no judge, no sandbox, nothing else on the GPU);
+  placements: in each fresh process, the judge's timing and then --placements - 1 more blocks on fresh allocations:
+             how far apart four ways of summarizing them land across processes (which estimator is stable);
   blocks:    one process, N timing blocks, each with freshly allocated input buffers placed after a spacer
              allocation of a different size (so each block's data lands on other physical memory).
 If the fresh processes spread as much as the judge's repeats do, the spread is the machine's (clocks, where the
@@ -55,7 +57,7 @@ def build():
     return options, model, sets
 
 
-def time_once(options, model, sets) -> float:
+def time_samples(options, model, sets) -> list[float]:
     import torch
 
     from egg.evaluator import timing
@@ -65,12 +67,34 @@ def time_once(options, model, sets) -> float:
     flush = timing.L2Flush(options.l2_flush_bytes, torch.device("cuda"))
     with torch.no_grad():
         samples = time_model(model, buffers, sets, dataclasses.asdict(options), flush)
-    return statistics.median(samples.event_ms)
+    return list(samples.event_ms)
 
 
-def one_process() -> None:
+def time_once(options, model, sets) -> float:
+    return statistics.median(time_samples(options, model, sets))
+
+
+def one_process(placements: int) -> None:
+    """The judge's way (one placement), then `placements - 1` more, each on freshly allocated inputs behind a
+    spacer, so the parent can compare estimators that pool placements."""
+    import torch
+
     options, model, sets = build()
-    print(json.dumps({"median_ms": time_once(options, model, sets)}))
+    blocks_ms, spacers = [time_samples(options, model, sets)], []
+    for k in range(1, placements):
+        spacers.append(torch.empty((k * 37 + 5) * (1 << 20), dtype=torch.uint8, device="cuda"))
+        fresh = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
+        blocks_ms.append(time_samples(options, model, fresh))
+        del fresh
+    print(json.dumps({"median_ms": statistics.median(blocks_ms[0]), "blocks_ms": blocks_ms}))
+
+
+ESTIMATORS = {  # name -> per-process figure from its timing blocks (each a list of per-trial ms)
+    "first placement (the judge today)": lambda blocks: statistics.median(blocks[0]),
+    "median of all placements' trials": lambda blocks: statistics.median([t for b in blocks for t in b]),
+    "median of placement medians": lambda blocks: statistics.median([statistics.median(b) for b in blocks]),
+    "fastest placement's median": lambda blocks: min(statistics.median(b) for b in blocks),
+}
 
 
 def blocks(count: int) -> list[float]:
@@ -138,22 +162,25 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--rotation", default="12_Sum_Dim1,13_Max_LastDim,14_Argmax_Dim1,10_BatchNorm2d_Train,5_GEMV",
                         help="suite references to time with and without input rotation ('' for none)")
+    parser.add_argument("--placements", type=int, default=4, help="timing blocks per fresh process, each on new allocations")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        one_process()
+        one_process(args.placements)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"command": " ".join(sys.argv), "candidate": str(CANDIDATE.relative_to(ROOT)), "problem": str(PROBLEM.relative_to(ROOT))}
     runs = []
     for _ in range(args.processes):
-        done = subprocess.run([sys.executable, __file__, "--one"], capture_output=True, text=True, check=False)
+        done = subprocess.run([sys.executable, __file__, "--one", "--placements", str(args.placements)], capture_output=True, text=True, check=False)
         if done.returncode:
             runs.append({"error": done.stderr[-1500:]})
         else:
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print("process:", runs[-1], flush=True)
+        print("process:", {k: v for k, v in runs[-1].items() if k != "blocks_ms"}, flush=True)
     report["processes"] = [r.get("median_ms") for r in runs]
+    pooled = [r["blocks_ms"] for r in runs if "blocks_ms" in r]
+    report["estimators"] = {name: [round(f(b), 5) for b in pooled] for name, f in ESTIMATORS.items()}
     report["process_errors"] = [r["error"] for r in runs if "error" in r]
     report["blocks"] = blocks(args.blocks)
     print("blocks:", report["blocks"], flush=True)
@@ -164,6 +191,10 @@ def main() -> None:
              "| how | medians (ms) | spread (max-min)/median |", "|---|---|---|",
              f"| {len(good)} fresh processes | {[round(v, 4) for v in good]} | {spread(good):.2%} |",
              f"| {len(report['blocks'])} re-allocated blocks, one process | {[round(v, 4) for v in report['blocks']]} | {spread(report['blocks']):.2%} |"]
+    if args.placements > 1:
+        lines += ["", f"Estimators over {args.placements} placements per process (spread across the {len(pooled)} processes):", "",
+                  "| estimator | per process (ms) | spread |", "|---|---|---|"]
+        lines += [f"| {name} | {values} | {spread(values):.2%} |" for name, values in report["estimators"].items()]
     if report["rotation"]:
         lines += ["", "| reference | egg loop, inputs rotated (ms) | egg loop, inputs in place | do_bench | rotated/do_bench | in place/do_bench |",
                   "|---|---|---|---|---|---|"]
