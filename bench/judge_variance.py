@@ -74,18 +74,28 @@ def time_once(options, model, sets) -> float:
     return statistics.median(time_samples(options, model, sets))
 
 
-def one_process(placements: int) -> None:
-    """The judge's way (one placement), then `placements - 1` more, each on freshly allocated inputs behind a
-    spacer, so the parent can compare estimators that pool placements."""
+def time_placements(options, model, sets, count: int, *, fresh_first: bool) -> list[list[float]]:
+    """`count` timing blocks (per-trial ms), each but perhaps the first on freshly allocated copies of the inputs
+    placed behind a spacer of another size (5 MiB to ~190 MiB), so each block's data lands on other memory."""
     import torch
 
-    options, model, sets = build()
-    blocks_ms, spacers = [time_samples(options, model, sets)], []
-    for k in range(1, placements):
+    blocks_ms, spacers = [], []
+    for k in range(count):
+        if k == 0 and not fresh_first:
+            blocks_ms.append(time_samples(options, model, sets))
+            continue
         spacers.append(torch.empty((k * 37 + 5) * (1 << 20), dtype=torch.uint8, device="cuda"))
         fresh = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
         blocks_ms.append(time_samples(options, model, fresh))
         del fresh
+    return blocks_ms
+
+
+def one_process(placements: int) -> None:
+    """The judge's way (one placement), then `placements - 1` more on fresh allocations, so the parent can compare
+    estimators that pool placements."""
+    options, model, sets = build()
+    blocks_ms = time_placements(options, model, sets, placements, fresh_first=False)
     print(json.dumps({"median_ms": statistics.median(blocks_ms[0]), "blocks_ms": blocks_ms}))
 
 
@@ -98,16 +108,8 @@ ESTIMATORS = {  # name -> per-process figure from its timing blocks (each a list
 
 
 def blocks(count: int) -> list[float]:
-    import torch
-
     options, model, sets = build()
-    medians, spacers = [], []
-    for k in range(count):
-        spacers.append(torch.empty((k * 37 + 5) * (1 << 20), dtype=torch.uint8, device="cuda"))  # 5 MiB to ~190 MiB
-        fresh = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
-        medians.append(time_once(options, model, fresh))
-        del fresh
-    return medians
+    return [statistics.median(b) for b in time_placements(options, model, sets, count, fresh_first=True)]
 
 
 def rotation(names: list[str]) -> list[dict]:
@@ -115,10 +117,11 @@ def rotation(names: list[str]) -> list[dict]:
     import torch
     import triton.testing
 
+    from judge_h200 import build as build_reference  # this folder: the agreement bench builds references the same way
+
     from egg.evaluator import timing
-    from egg.evaluator.judge import _seeds
     from egg.evaluator.probes import hold_fp32_to_fp32
-    from egg.evaluator.worker import load_module, make_inputs, time_model
+    from egg.evaluator.worker import time_model
     from egg.types import EvalOptions
 
     options = EvalOptions()
@@ -128,13 +131,7 @@ def rotation(names: list[str]) -> list[dict]:
     rows = []
     for name in names:
         path = next((ROOT / "problems" / "suite").glob(f"level*/{name}.py"))
-        problem = load_module(str(path), "rotation_problem")
-        torch.manual_seed(options.seed)
-        init = problem.get_init_inputs()
-        torch.manual_seed(options.seed)
-        model = problem.Model(*init).to(device)
-        timed = [{"name": f"timed_{k}", "seed": s} for k, s in enumerate(_seeds(options.seed, options.timed_input_sets, "timed"))]
-        sets = [make_inputs(problem.get_inputs, spec, device) for spec in timed]
+        model, sets = build_reference(str(path), device)
         buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
         flush = timing.L2Flush(options.l2_flush_bytes, device)
         row: dict = {"problem": name, "rotated": [], "in_place": [], "do_bench": []}
@@ -146,7 +143,7 @@ def rotation(names: list[str]) -> list[dict]:
                 row["do_bench"].append(triton.testing.do_bench(lambda: model(*buffers), warmup=100, rep=500, return_mode="median"))
         print("rotation:", row, flush=True)
         rows.append(row)
-        del model, sets, buffers
+        model = sets = buffers = None  # free the GiBs before the next problem
         torch.cuda.empty_cache()
     return rows
 
