@@ -3,7 +3,8 @@
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
 #     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile profilecli tune optimize
-# Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300.
+# Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; VARIANCE_ARGS and OPTIMIZE_ARGS
+# add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'.
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
 export PYTHONUNBUFFERED=1
@@ -39,7 +40,7 @@ for p in "$@"; do
     repeats)
       part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats "${REPEATS_N:-5}" ;;
     variance)
-      part judge_variance "${VARIANCE_S:-120}" python3 bench/judge_variance.py --out "$OUT/judge_variance" ;;
+      part judge_variance "${VARIANCE_S:-120}" python3 bench/judge_variance.py --out "$OUT/judge_variance" ${VARIANCE_ARGS:-} ;;
     gputests)
       part gputests "${GPUTESTS_S:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/profiler -rA ;;
     profile)
@@ -49,7 +50,7 @@ for p in "$@"; do
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
     optimize)
-      part optimize "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ;;
+      part optimize "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ${OPTIMIZE_ARGS:-} ;;
     *) echo "unknown part $p" ;;
   esac
 done
