@@ -4,15 +4,16 @@
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
 #     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile profilecli tune optimize
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; VARIANCE_ARGS and OPTIMIZE_ARGS
-# add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'.
+# add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'. Two instances at once (one per GPU,
+# CUDA_VISIBLE_DEVICES) need their own OUT and SITE (where the wheels are installed).
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
 export PYTHONUNBUFFERED=1
 WHEELS=${WHEELS:-.whl}
 if [ -d "$WHEELS" ]; then  # the image lacks pydantic; its own pytest and plugins stay
   wheels=$(ls "$WHEELS"/*.whl | grep -v -E '/(pytest|pluggy|iniconfig|packaging)-')
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels || exit 3
-  export PYTHONPATH=/tmp/site:$PWD/src
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "${SITE:-/tmp/site}" $wheels || exit 3
+  export PYTHONPATH=${SITE:-/tmp/site}:$PWD/src
 else
   export PYTHONPATH=$PWD/src
 fi

@@ -57,16 +57,21 @@ def build():
     return options, model, sets
 
 
-def time_samples(options, model, sets) -> list[float]:
+def time_samples(options, model, sets, head_start_ms: float | None = None, launches: list | None = None) -> list[float]:
     import torch
 
     from egg.evaluator import timing
     from egg.evaluator.worker import time_model
 
+    opts = dataclasses.asdict(options)
+    if head_start_ms is not None:
+        opts["head_start_ms"] = head_start_ms
     buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
     flush = timing.L2Flush(options.l2_flush_bytes, torch.device("cuda"))
     with torch.no_grad():
-        samples = time_model(model, buffers, sets, dataclasses.asdict(options), flush)
+        samples = time_model(model, buffers, sets, opts, flush)
+    if launches is not None:
+        launches.append(list(samples.launch_ms))
     return list(samples.event_ms)
 
 
@@ -74,29 +79,69 @@ def time_once(options, model, sets) -> float:
     return statistics.median(time_samples(options, model, sets))
 
 
-def time_placements(options, model, sets, count: int, *, fresh_first: bool) -> list[list[float]]:
+def time_placements(options, model, sets, count: int, *, fresh_first: bool, move_output: bool = False,
+                    facts: list | None = None) -> list[list[float]]:
     """`count` timing blocks (per-trial ms), each but perhaps the first on freshly allocated copies of the inputs
-    placed behind a spacer of another size (5 MiB to ~190 MiB), so each block's data lands on other memory."""
+    placed behind a spacer of another size (5 MiB to ~190 MiB), so each block's data lands on other memory. With
+    `move_output`, the block the previous placement's outputs came from is held too, so the outputs move as well.
+    `facts` (if given) gets, per block, the output's address and the copy bandwidth measured right after it."""
     import torch
 
-    blocks_ms, spacers = [], []
+    from egg.evaluator import timing
+
+    blocks_ms, spacers, held = [], [], []
     for k in range(count):
         if k == 0 and not fresh_first:
-            blocks_ms.append(time_samples(options, model, sets))
-            continue
-        spacers.append(torch.empty((k * 37 + 5) * (1 << 20), dtype=torch.uint8, device="cuda"))
-        fresh = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
+            fresh = sets
+        else:
+            spacers.append(torch.empty((k * 37 + 5) * (1 << 20), dtype=torch.uint8, device="cuda"))
+            if move_output and k:
+                with torch.no_grad():
+                    held.append(model(*sets[0]))  # takes the cached block the last outputs used
+            fresh = [[v.clone() if isinstance(v, torch.Tensor) else v for v in s] for s in sets]
         blocks_ms.append(time_samples(options, model, fresh))
+        if facts is not None:
+            with torch.no_grad():
+                out = model(*fresh[0])
+            facts.append({"output_ptr": hex(out.data_ptr()), "input_ptr": hex(fresh[0][0].data_ptr()),
+                          "copy_tb_s": round(timing.copy_bandwidth_bytes_per_s(torch.device("cuda")) / 1e12, 4)})
+            del out
         del fresh
     return blocks_ms
 
 
-def one_process(placements: int) -> None:
-    """The judge's way (one placement), then `placements - 1` more on fresh allocations, so the parent can compare
-    estimators that pool placements."""
+def one_process(placements: int, move_output: bool, head_starts: list[float], rounds: int) -> None:
+    """With `head_starts`: `rounds` rounds of one timing block per head start (ms), alternating, on the same buffers,
+    each block's trials and host launch times kept. Otherwise the judge's way (one placement), then
+    `placements - 1` more on fresh allocations, so the parent can compare estimators that pool placements."""
     options, model, sets = build()
-    blocks_ms = time_placements(options, model, sets, placements, fresh_first=False)
-    print(json.dumps({"median_ms": statistics.median(blocks_ms[0]), "blocks_ms": blocks_ms}))
+    if head_starts:
+        rows = []
+        for _ in range(rounds):
+            for ms in head_starts:
+                launches: list = []
+                rows.append({"head_start_ms": ms, "event_ms": time_samples(options, model, sets, ms, launches), "launch_ms": launches[0]})
+        print(json.dumps({"median_ms": statistics.median(rows[0]["event_ms"]), "head_start_blocks": rows}))
+        return
+    facts: list = []
+    blocks_ms = time_placements(options, model, sets, placements, fresh_first=False, move_output=move_output, facts=facts)
+    print(json.dumps({"median_ms": statistics.median(blocks_ms[0]), "blocks_ms": blocks_ms, "facts": facts}))
+
+
+def head_start_table(runs: list[dict]) -> list[str]:
+    """Per head start: each process's median from its first block and from all its blocks, their spread across
+    processes, and the host's launch time (median, and the worst block's median)."""
+    modes = sorted({b["head_start_ms"] for r in runs for b in r.get("head_start_blocks", [])})
+    lines = ["| head start (ms) | first block per process (ms) | spread | all blocks per process (ms) | spread | host launch ms, median (worst block) |",
+             "|---|---|---|---|---|---|"]
+    for ms in modes:
+        per = [[b for b in r["head_start_blocks"] if b["head_start_ms"] == ms] for r in runs if "head_start_blocks" in r]
+        first = [round(statistics.median(bs[0]["event_ms"]), 4) for bs in per]
+        pooled = [round(statistics.median([t for b in bs for t in b["event_ms"]]), 4) for bs in per]
+        launch = [statistics.median(b["launch_ms"]) for bs in per for b in bs]
+        lines.append(f"| {ms:g} | {first} | {spread(first):.2%} | {pooled} | {spread(pooled):.2%} | "
+                     f"{statistics.median(launch):.3f} ({max(launch):.3f}) |")
+    return lines
 
 
 ESTIMATORS = {  # name -> per-process figure from its timing blocks (each a list of per-trial ms)
@@ -160,25 +205,35 @@ def main() -> None:
     parser.add_argument("--rotation", default="12_Sum_Dim1,13_Max_LastDim,14_Argmax_Dim1,10_BatchNorm2d_Train,5_GEMV",
                         help="suite references to time with and without input rotation ('' for none)")
     parser.add_argument("--placements", type=int, default=4, help="timing blocks per fresh process, each on new allocations")
+    parser.add_argument("--move-output", action="store_true", help="each placement also moves the candidate's output buffer")
+    parser.add_argument("--head-starts", default="", help="compare head starts (ms, comma-separated) instead of placements, e.g. 0,1")
+    parser.add_argument("--rounds", type=int, default=3, help="with --head-starts: blocks per head start in each process")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        one_process(args.placements)
+        one_process(args.placements, args.move_output, [float(v) for v in args.head_starts.split(",") if v], args.rounds)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"command": " ".join(sys.argv), "candidate": str(CANDIDATE.relative_to(ROOT)), "problem": str(PROBLEM.relative_to(ROOT))}
     runs = []
     for _ in range(args.processes):
-        done = subprocess.run([sys.executable, __file__, "--one", "--placements", str(args.placements)], capture_output=True, text=True, check=False)
+        done = subprocess.run([sys.executable, __file__, "--one", "--placements", str(args.placements)] + (["--move-output"] if args.move_output else [])
+                              + ["--head-starts", args.head_starts, "--rounds", str(args.rounds)], capture_output=True, text=True, check=False)
         if done.returncode:
             runs.append({"error": done.stderr[-1500:]})
         else:
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print("process:", {k: v for k, v in runs[-1].items() if k != "blocks_ms"}, flush=True)
+        shown = {k: v for k, v in runs[-1].items() if k not in ("blocks_ms", "head_start_blocks")}
+        shown["head_start_medians"] = [(b["head_start_ms"], round(statistics.median(b["event_ms"]), 4), round(statistics.median(b["launch_ms"]), 3))
+                                       for b in runs[-1].get("head_start_blocks", [])]
+        shown["block_medians"] = [round(statistics.median(b), 4) for b in runs[-1].get("blocks_ms", [])]
+        print("process:", shown, flush=True)
     report["processes"] = [r.get("median_ms") for r in runs]
     pooled = [r["blocks_ms"] for r in runs if "blocks_ms" in r]
     report["estimators"] = {name: [round(f(b), 5) for b in pooled] for name, f in ESTIMATORS.items()}
     report["process_errors"] = [r["error"] for r in runs if "error" in r]
+    report["runs"] = runs  # every trial of every block, and each block's output address and copy bandwidth
+    args.out.joinpath("judge_variance.json").write_text(json.dumps(report, indent=1))  # kept if a later part is cut
     report["blocks"] = blocks(args.blocks)
     print("blocks:", report["blocks"], flush=True)
     report["rotation"] = rotation([n for n in args.rotation.split(",") if n])
@@ -188,7 +243,10 @@ def main() -> None:
              "| how | medians (ms) | spread (max-min)/median |", "|---|---|---|",
              f"| {len(good)} fresh processes | {[round(v, 4) for v in good]} | {spread(good):.2%} |",
              f"| {len(report['blocks'])} re-allocated blocks, one process | {[round(v, 4) for v in report['blocks']]} | {spread(report['blocks']):.2%} |"]
-    if args.placements > 1:
+    if args.head_starts:
+        lines += ["", f"Head start before each timed call (a GPU spin queued after the L2 flush), {args.rounds} alternating blocks of each per process:", ""]
+        lines += head_start_table(runs)
+    elif args.placements > 1:
         lines += ["", f"Estimators over {args.placements} placements per process (spread across the {len(pooled)} processes):", "",
                   "| estimator | per process (ms) | spread |", "|---|---|---|"]
         lines += [f"| {name} | {values} | {spread(values):.2%} |" for name, values in report["estimators"].items()]

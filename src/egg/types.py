@@ -63,6 +63,7 @@ class EvalOptions:
     timing_trials: int = 100
     timed_input_sets: int = 3  # input contents rotated through the timed calls, each verified
     l2_flush_bytes: int = 256 * 1024 * 1024
+    head_start_ms: float = 1.0  # a GPU spin queued before each timed call, so host launch latency is not device time
     baselines: tuple[str, ...] = ("eager", "compile")  # timed by the same function as the candidate
     cuda_graph: bool = False  # also time CUDA-graph replay of the candidate and the eager reference
     subsample_above: int = 1 << 22  # outputs of extra calls (repeats, audit, timed) larger than this many

@@ -44,6 +44,7 @@ class MeasureSettings:
     probe_trials: int = 3  # timed first; a config this far behind the best stops here
     too_slow_factor: float = 1.5
     l2_flush_bytes: int = 256 << 20
+    head_start_ms: float = 1.0  # as the judge's EvalOptions.head_start_ms
     config_timeout_s: float = 120.0  # compile, check and timing of one configuration
     setup_timeout_s: float = 600.0  # importing the kernel, making the inputs, the reference run
     max_worker_deaths: int = 5
