@@ -5,7 +5,8 @@
 #     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile profilecli tune optimize
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; VARIANCE_ARGS and OPTIMIZE_ARGS
 # add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'. Two instances at once (one per GPU,
-# CUDA_VISIBLE_DEVICES) need their own OUT and SITE (where the wheels are installed).
+# CUDA_VISIBLE_DEVICES) need their own SITE (where the wheels are installed); OPTIMIZE_TAG names an optimize part's
+# files apart (optimize$OPTIMIZE_TAG.tar.gz), GPUTESTS_PATHS picks the gpu tests.
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
 export PYTHONUNBUFFERED=1
@@ -43,7 +44,7 @@ for p in "$@"; do
     variance)
       part judge_variance "${VARIANCE_S:-120}" python3 bench/judge_variance.py --out "$OUT/judge_variance" ${VARIANCE_ARGS:-} ;;
     gputests)
-      part gputests "${GPUTESTS_S:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/profiler -rA ;;
+      part gputests "${GPUTESTS_S:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider ${GPUTESTS_PATHS:-tests/gpu tests/profiler} -rA ;;
     profile)
       part profile "${PROFILE_S:-300}" python3 bench/profile_h200.py --out "$OUT/profile" ;;
     profilecli)  # `egg profile` as a user runs it: the human report with NCU counters, then the JSON (from the cache)
@@ -51,7 +52,7 @@ for p in "$@"; do
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
     optimize)
-      part optimize "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ${OPTIMIZE_ARGS:-} ;;
+      part "optimize${OPTIMIZE_TAG:-}" "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize${OPTIMIZE_TAG:-}" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ${OPTIMIZE_ARGS:-} ;;
     *) echo "unknown part $p" ;;
   esac
 done
