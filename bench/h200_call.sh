@@ -38,7 +38,7 @@ part() {  # name, limit, command...
 for p in "$@"; do
   case $p in
     agreement)
-      part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement ;;
+      part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement ${AGREEMENT_ARGS:-} ;;
     repeats)
       part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats "${REPEATS_N:-5}" ;;
     variance)

@@ -286,6 +286,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="where the summary, the log and the reports go (flat)")
     parser.add_argument("--work", default=None, help="where each run's folder goes (default: a new temporary folder)")
     parser.add_argument("--only", default=",".join(PROBLEMS), help=f"comma-separated subset of {', '.join(PROBLEMS)}")
+    parser.add_argument("--reverify-reserve-s", type=float, default=REVERIFY_RESERVE_S,
+                        help="kept back from each run's wall budget for the judging in flight and the re-verification")
     parser.add_argument("--deadline-s", type=float, default=510.0, help="wall-clock budget of the whole command")
     parser.add_argument("--roofline-stop", type=float, default=BUDGET.roofline_stop,
                         help="a sub-stage stops once floor/best reaches this (the method's default; above 1 never stops)")
@@ -324,7 +326,7 @@ def main() -> int:
             report["results"].append({"name": name, "skipped": f"{left_s:.0f} s left of the deadline"})
         else:  # an even share of what is left, so the first problem cannot starve the others
             share_s = left_s / (len(args.names) - args.names.index(name))
-            report["results"].append(run_problem(name, args, max(share_s, MIN_START_S) - REVERIFY_RESERVE_S, log))
+            report["results"].append(run_problem(name, args, max(share_s, MIN_START_S) - args.reverify_reserve_s, log))
         report["wall_s"] = round(time.monotonic() - log.started, 1)
         text = write_summary(out, report)  # after every problem, so a cut command keeps what it measured
     print(text)
