@@ -15,6 +15,9 @@ allocator's memory lands), not the judge's; if the blocks spread as much, memory
   rotation:  for the suite references where egg read ~5% above triton.testing.do_bench (--rotation), the reference
              timed three ways, twice over: egg's loop (input sets rotated into the buffers before each trial), the
              same loop with the inputs left in place, and do_bench; it tells whether the rotation is the difference.
+  head starts (--head-starts 0,1): in each fresh process, --rounds alternating blocks per head start (the GPU spin
+             the timing loop queues after the L2 flush), with the host's launch time per call: whether the spread
+             is the host's launch latency landing inside the events.
 Writes OUTDIR/judge_variance.json and .md.
 """
 

@@ -59,6 +59,7 @@ def check(
     compile_timeout: float = typer.Option(300.0, help="Seconds for import, construction and the first call."),
     run_timeout: float = typer.Option(600.0, help="Seconds for everything after the first call."),
     cuda_graph: bool = typer.Option(False, help="Also time CUDA-graph replay (GPU)."),
+    head_start_ms: float = typer.Option(1.0, min=0.0, help="GPU spin queued before each timed call, so host launch latency is not device time; 0 times as do_bench does."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
     from egg.evaluator import evaluate
@@ -77,6 +78,7 @@ def check(
         compile_timeout_s=compile_timeout,
         run_timeout_s=run_timeout,
         cuda_graph=cuda_graph,
+        head_start_ms=head_start_ms,
     )
     if not as_json:
         err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")

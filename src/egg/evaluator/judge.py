@@ -277,6 +277,8 @@ class Verdict:
         speedups = {}
         if timing is not None:
             speedups = {name: round(b.median_ms / timing.median_ms, 4) for name, b in self._baselines().items()}
+        if status is Status.OK and (flag := host_bound_flag(result)) is not None:
+            self.flags.append(flag)
         if status is Status.OK and timing is None:
             self.flags.append(Flag("timing_skipped", "timing skipped: --device cpu runs Triton's interpreter, whose speed means nothing"))
         return self.result(
@@ -293,6 +295,18 @@ class Verdict:
     def _observe_calls(self, result: dict[str, Any]) -> None:
         for call in result.get("calls", []):
             self.checks.append(Check(f"call_{call['name']}", True, f"{call['own_launches']} Triton launches"))
+
+
+def host_bound_flag(result: dict[str, Any]) -> Flag | None:
+    """The host took longer to launch one call than the device took to run it: the timed calls had a head start
+    (EvalOptions.head_start_ms), so device time is what was measured, and a real caller would wait for the host."""
+    if "timing" not in result or "timing_launch" not in result:
+        return None
+    device_ms, launch_ms = result["timing"]["median_ms"], result["timing_launch"]["median_ms"]
+    if launch_ms <= device_ms:
+        return None
+    return Flag("host_bound", f"launching one call takes the host {launch_ms:.4g} ms, longer than the device's {device_ms:.4g} ms: "
+                              "the timing is device time; without CUDA graphs a caller waits for the host")
 
 
 def _finding_text(finding: Finding) -> str:

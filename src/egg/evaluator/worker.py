@@ -440,6 +440,7 @@ class CandidateRun:
             samples = time_model(model, buffers, sets, opts, flush, on_output)
         self.result["timing"] = timing.summarize(samples.event_ms, samples.method)
         self.result["timing_wall"] = timing.summarize(samples.wall_ms, "host_to_device_sync")
+        self.result["timing_launch"] = timing.summarize(samples.launch_ms, "host_launch")
         self.result["timed_launches"] = self.launches.total() - launches_before
         self.result["timed_calls"] = opts["timing_trials"] + opts["warmup"]
         self.result["threads_after_timing"] = live_threads() - self.threads_before
