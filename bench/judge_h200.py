@@ -220,13 +220,17 @@ def summarize(report: dict) -> str:
 
 
 def main() -> None:
+    global OPTIONS
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true", help="3 problems, 2 repeats")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cross-check", type=int, default=4, help="problems also timed through the sandboxed judge")
     parser.add_argument("--part", choices=("all", "agreement", "examples", "repeats"), default="all")
+    parser.add_argument("--head-start-ms", type=float, default=OPTIONS.head_start_ms,
+                        help="the head start of egg's timing in the agreement columns (the 'no head start' column stays 0)")
     args = parser.parse_args()
+    OPTIONS = dataclasses.replace(OPTIONS, head_start_ms=args.head_start_ms)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log_file = open(out / f"judge_h200_{args.part}.log", "w")
