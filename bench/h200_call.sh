@@ -3,10 +3,10 @@
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
 #     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile profilecli tune optimize
-# Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; VARIANCE_ARGS and OPTIMIZE_ARGS
-# add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'. Two instances at once (one per GPU,
-# CUDA_VISIBLE_DEVICES) need their own SITE (where the wheels are installed); OPTIMIZE_TAG names an optimize part's
-# files apart (optimize$OPTIMIZE_TAG.tar.gz), GPUTESTS_PATHS picks the gpu tests.
+# Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
+# VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'. Two
+# instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE (where the wheels are installed);
+# OPTIMIZE_TAG names an optimize part's files apart (optimize$OPTIMIZE_TAG.tar.gz), GPUTESTS_PATHS picks the gpu tests.
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
 export PYTHONUNBUFFERED=1
@@ -40,7 +40,7 @@ for p in "$@"; do
     agreement)
       part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement ${AGREEMENT_ARGS:-} ;;
     repeats)
-      part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats "${REPEATS_N:-5}" ;;
+      part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats "${REPEATS_N:-5}" ${REPEATS_ARGS:-} ;;
     variance)
       part judge_variance "${VARIANCE_S:-120}" python3 bench/judge_variance.py --out "$OUT/judge_variance" ${VARIANCE_ARGS:-} ;;
     gputests)

@@ -1,7 +1,7 @@
 """Measures the judge on a CUDA GPU: agreement with triton.testing.do_bench, repeatability, overhead, throughput.
 
 Run on the GPU machine from the repository root:
-    PYTHONPATH=src python bench/judge_h200.py --out OUTDIR [--quick]
+    PYTHONPATH=src python bench/judge_h200.py --out OUTDIR [--quick] [--part agreement] [--head-start until_launched:2]
 It writes OUTDIR/judge_h200.json (every number) and OUTDIR/judge_h200.md (the tables); both are committed under
 bench/results/ with the command that made them.
 """
@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,17 +48,20 @@ def build(problem_path: str, device: torch.device):
     return model, sets
 
 
-def egg_eager_ms(model, sets, head_start_ms: float | None = None) -> dict:
+def egg_eager_ms(model, sets, head_start: str | None = None) -> dict:
     """egg's timing of the eager model: the worker's own `time_model` (rotated input sets, queued L2 flush, the
-    head start of EvalOptions unless another is given), with the host's median launch time per call."""
+    head start of OPTIONS unless another is given as "mode:ms"), with the host's median launch time per call, the
+    trials whose head start ran out, and the wall-clock window it ran in (to read the GPU's clocks against)."""
     buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
     flush = timing.L2Flush(OPTIONS.l2_flush_bytes, torch.device("cuda"))
     opts = dataclasses.asdict(OPTIONS)
-    if head_start_ms is not None:
-        opts["head_start_ms"] = head_start_ms
+    if head_start is not None:
+        opts["head_start_mode"], opts["head_start_ms"] = timing.parse_head_start(head_start)
+    t0 = time.time()
     with torch.no_grad():
         samples = time_model(model, buffers, sets, opts, flush)
-    return {**timing.summarize(samples.event_ms, samples.method), "launch_ms": statistics.median(samples.launch_ms)}
+    return {**timing.summarize(samples.event_ms, samples.method), "launch_ms": statistics.median(samples.launch_ms),
+            "capped": samples.head_start_capped, "window": [t0, time.time()]}
 
 
 def do_bench_ms(model, sets) -> float:
@@ -64,11 +70,12 @@ def do_bench_ms(model, sets) -> float:
         return triton.testing.do_bench(lambda: model(*sets[0]), warmup=100, rep=500, return_mode="median")
 
 
-def agreement(problems, log, save, cross_check: int) -> list[dict]:
+def agreement(problems, log, save, cross_check: int, also: list[str]) -> list[dict]:
     """egg's eager timing of each suite reference against do_bench's, in one process, on the same model and inputs.
 
-    Both take the timing function the judge's reference worker uses; the first `cross_check` problems are also
-    timed through the whole sandboxed judge (a fresh worker), to show the in-process figure is the judge's."""
+    Both take the timing function the judge's reference worker uses; each head start of `also` ("mode:ms") is timed
+    too, after the rest. The first `cross_check` problems are also timed through the whole sandboxed judge (a fresh
+    worker), to show the in-process figure is the judge's."""
     rows = []
     hold_fp32_to_fp32()  # as every worker does: cuDNN and cuBLAS TF32 off
     device = torch.device("cuda")
@@ -77,9 +84,11 @@ def agreement(problems, log, save, cross_check: int) -> list[dict]:
         try:
             model, sets = build(problem.path, device)
             egg = egg_eager_ms(model, sets)
+            t_bench = time.time()
             bench = do_bench_ms(model, sets)
+            bench_window = [t_bench, time.time()]
             egg_again = egg_eager_ms(model, sets)  # after do_bench: order effects (clocks, caches) show as a gap
-            egg_bare = egg_eager_ms(model, sets, head_start_ms=0.0)  # do_bench's way: launched right after the flush
+            others = {spec: egg_eager_ms(model, sets, spec) for spec in also}
         except Exception as exc:  # keep going: one broken problem must not lose the rest
             rows.append({"problem": problem.name, "level": problem.level, "error": f"{type(exc).__name__}: {exc}"[:500]})
             log(f"{problem.name}: failed: {exc}")
@@ -96,18 +105,22 @@ def agreement(problems, log, save, cross_check: int) -> list[dict]:
             "do_bench_median_ms": round(bench, 4),
             "ratio": round(egg["median_ms"] / bench, 4),
             "ratio_again": round(egg_again["median_ms"] / bench, 4),
-            "egg_no_head_start_median_ms": round(egg_bare["median_ms"], 4),
-            "ratio_no_head_start": round(egg_bare["median_ms"] / bench, 4),
             "host_launch_ms": round(egg["launch_ms"], 4),
+            "capped": egg["capped"],
+            "by_head_start": {spec: {"median_ms": round(o["median_ms"], 4), "ratio": round(o["median_ms"] / bench, 4), "capped": o["capped"],
+                                     "window": o["window"]} for spec, o in others.items()},
+            "windows": {"egg": egg["window"], "do_bench": bench_window, "egg_again": egg_again["window"]},
             "in_1_15_ms": 1.0 <= egg["median_ms"] <= 15.0,
             "wall_s": round(time.monotonic() - start, 2),
         }
+        if "fixed:0" in others:  # do_bench's way: launched right after the flush
+            row["ratio_no_head_start"] = row["by_head_start"]["fixed:0"]["ratio"]
         rows.append(row)
         save(rows)
         log(f"{problem.level}/{problem.name}: egg {row['egg_eager_median_ms']} ms (again {row['egg_again_median_ms']}), "
             f"do_bench {row['do_bench_median_ms']} ms, ratio {row['ratio']:.3f} / {row['ratio_again']:.3f}")
     if cross_check:
-        options = EvalOptions(device="cuda", baselines=("eager",), correctness_trials=1, signed_trial=False)
+        options = dataclasses.replace(OPTIONS, device="cuda", baselines=("eager",), correctness_trials=1, signed_trial=False)
         with Judge(options) as judge:
             for problem, row in zip(problems[:cross_check], rows):
                 start = time.monotonic()
@@ -141,7 +154,7 @@ def example_pairs() -> list[tuple[Path, Path]]:
 def repeats_only(repeats: int, log, save=lambda out: None) -> dict:
     """One candidate (the softmax example on its full-size problem) judged `repeats` times in fresh workers."""
     out = {"examples": [], "repeats": []}
-    with Judge(EvalOptions(device="cuda")) as judge:
+    with Judge(dataclasses.replace(OPTIONS, device="cuda")) as judge:
         problem = load_problem(SUITE / "level1" / "23_Softmax.py")
         t0 = time.monotonic()
         judge.reference(problem)
@@ -158,7 +171,7 @@ def repeats_only(repeats: int, log, save=lambda out: None) -> dict:
 def examples_and_repeats(repeats: int, log) -> dict:
     """Every example candidate judged on its full-size problem; the first judged `repeats` times more."""
     out = {"examples": [], "repeats": []}
-    with Judge(EvalOptions(device="cuda")) as judge:
+    with Judge(dataclasses.replace(OPTIONS, device="cuda")) as judge:
         pairs = example_pairs()
         for cand, prob in pairs:
             problem = load_problem(prob)
@@ -178,30 +191,76 @@ def examples_and_repeats(repeats: int, log) -> dict:
     return out
 
 
-def summarize(report: dict) -> str:
+def start_clock_log(path: Path):
+    """nvidia-smi sampling this process's GPU's SM clock and power every 50 ms into `path`; None without nvidia-smi."""
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+    try:
+        return subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                                 "-lms", "50", "-i", gpu], stdout=open(path, "w"), stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def read_clocks(path: Path) -> list[tuple[float, float, float]]:
+    """(unix time, SM clock MHz, power W) per sample of `nvidia-smi -lms` (csv,noheader,nounits), if it ran."""
+    samples = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                stamp = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                samples.append((stamp, float(parts[1]), float(parts[2])))
+            except (ValueError, IndexError):
+                continue
+    return samples
+
+
+def clock_in(samples, window) -> str:
+    """Mean SM MHz / W of the samples inside a timing loop's window, '-' without samples."""
+    inside = [(mhz, w) for t, mhz, w in samples if window and window[0] <= t <= window[1]]
+    if not inside:
+        return "-"
+    return f"{statistics.fmean(m for m, _ in inside):.0f}/{statistics.fmean(w for _, w in inside):.0f}"
+
+
+def summarize(report: dict, clocks: list | None = None) -> str:
     lines = ["# The judge on the H200", "", f"Environment: {json.dumps(report['environment'])}", ""]
     rows = [r for r in report["agreement"] if "ratio" in r]
+    also = list(rows[0].get("by_head_start", {})) if rows else []
+    primary = report.get("head_start", "")
     lines += ["## Eager reference: egg's timing vs triton.testing.do_bench (median)", "",
-              "egg's timing is the reference worker's own function (rotated input sets, queued L2 flush), run in the bench's",
-              "process; 'again' is the same after do_bench; 'judge' is the whole sandboxed reference run (fresh worker);",
-              "'no head start' is egg's loop launching right after the L2 flush, as do_bench does; 'launch' is the host's",
-              "median time for one call to return (its launches queued).", "",
-              "| problem | egg median ms | egg 95% CI | egg again | judge | do_bench median ms | egg/do_bench | again/do_bench | no head start/do_bench | launch ms | 1-15 ms |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              f"egg's timing is the reference worker's own function (rotated input sets, queued L2 flush), run in the bench's",
+              f"process with the head start {primary}; 'again' is the same after do_bench; 'judge' is the whole sandboxed",
+              "reference run (fresh worker); each further ratio column is egg's loop with another head start (fixed:0 launches",
+              "right after the L2 flush, as do_bench does); 'launch' is the host's median time for one call to return;",
+              "'capped' counts trials whose until_launched wait ran out. 'MHz/W' is the GPU's mean SM clock and power",
+              "(nvidia-smi every 50 ms) while egg's loop, do_bench, and the other head starts ran.", ""]
+    head = ["problem", "egg median ms", "egg 95% CI", "egg again", "judge", "do_bench median ms", "egg/do_bench", "again/do_bench"]
+    head += [f"{spec}/do_bench" for spec in also] + ["launch ms", "capped", "1-15 ms"]
+    if clocks:
+        head += ["MHz/W egg", "MHz/W do_bench"] + [f"MHz/W {spec}" for spec in also]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append(f"| {r['level']}/{r['problem']} | {r['egg_eager_median_ms']} | {r['egg_ci95_ms']} | {r['egg_again_median_ms']} | "
-                     f"{r.get('judge_eager_median_ms', '-')} | {r['do_bench_median_ms']} | {r['ratio']} | {r['ratio_again']} | {r.get('ratio_no_head_start', '-')} | {r.get('host_launch_ms', '-')} | {'yes' if r['in_1_15_ms'] else 'NO'} |")
+        cells = [f"{r['level']}/{r['problem']}", r["egg_eager_median_ms"], r["egg_ci95_ms"], r["egg_again_median_ms"],
+                 r.get("judge_eager_median_ms", "-"), r["do_bench_median_ms"], r["ratio"], r["ratio_again"]]
+        cells += [r["by_head_start"][spec]["ratio"] if spec in r.get("by_head_start", {}) else "-" for spec in also]
+        cells += [r.get("host_launch_ms", "-"), r.get("capped", "-"), "yes" if r["in_1_15_ms"] else "NO"]
+        if clocks:
+            windows = r.get("windows", {})
+            cells += [clock_in(clocks, windows.get("egg")), clock_in(clocks, windows.get("do_bench"))]
+            cells += [clock_in(clocks, r["by_head_start"].get(spec, {}).get("window")) for spec in also]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     for r in report["agreement"]:
         if "error" in r:
             lines.append(f"| {r['level']}/{r['problem']} | failed: {r['error'][:80]} | | | | |")
     if rows:
-        off = [r for r in rows if abs(r["ratio"] - 1) > 0.05]
-        lines += ["", f"Within 5%: {len(rows) - len(off)} of {len(rows)}; worst ratio {max(rows, key=lambda r: abs(r['ratio'] - 1))['ratio']}."]
-        bare = [r for r in rows if "ratio_no_head_start" in r]
-        if bare:
-            off = [r for r in bare if abs(r["ratio_no_head_start"] - 1) > 0.05]
-            lines += [f"Without the head start (do_bench's way): within 5%: {len(bare) - len(off)} of {len(bare)}; worst ratio "
-                      f"{max(bare, key=lambda r: abs(r['ratio_no_head_start'] - 1))['ratio_no_head_start']}."]
+        def within(name: str, ratios: list[float]) -> str:
+            off = [x for x in ratios if abs(x - 1) > 0.05]
+            return f"{name}: within 5%: {len(ratios) - len(off)} of {len(ratios)}; worst ratio {max(ratios, key=lambda x: abs(x - 1))}."
+
+        lines += ["", within(f"egg ({primary})", [r["ratio"] for r in rows])]
+        for spec in also:
+            lines.append(within(spec, [r["by_head_start"][spec]["ratio"] for r in rows if spec in r.get("by_head_start", {})]))
     lines += ["", "## Example candidates on their full-size problems", "", "| candidate | problem | status | median ms | speedup vs eager | vs compile | eval s |", "|---|---|---|---|---|---|---|"]
     for e in report["examples"]["examples"]:
         res = e["result"]
@@ -227,10 +286,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cross-check", type=int, default=4, help="problems also timed through the sandboxed judge")
     parser.add_argument("--part", choices=("all", "agreement", "examples", "repeats"), default="all")
-    parser.add_argument("--head-start-ms", type=float, default=OPTIONS.head_start_ms,
-                        help="the head start of egg's timing in the agreement columns (the 'no head start' column stays 0)")
+    parser.add_argument("--head-start", default=f"{OPTIONS.head_start_mode}:{OPTIONS.head_start_ms:g}",
+                        help="egg's head start, mode:ms (fixed:1, until_launched:2): the agreement's main columns and the repeats' judge")
+    parser.add_argument("--also", default="fixed:0", help="more head starts the agreement times each reference with, comma-separated ('' for none)")
     args = parser.parse_args()
-    OPTIONS = dataclasses.replace(OPTIONS, head_start_ms=args.head_start_ms)
+    mode, ms = timing.parse_head_start(args.head_start)
+    OPTIONS = dataclasses.replace(OPTIONS, head_start_mode=mode, head_start_ms=ms)
+    also = [spec for spec in args.also.split(",") if spec]
+    for spec in also:
+        timing.parse_head_start(spec)  # refuse a bad spec before the long run
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log_file = open(out / f"judge_h200_{args.part}.log", "w")
@@ -249,15 +313,23 @@ def main() -> None:
     def save(rows):  # after every problem, so a run cut short keeps what it measured
         (out / f"{name}.partial.json").write_text(json.dumps(rows, indent=1))
 
-    report["agreement"] = agreement(problems, log, save, args.cross_check) if args.part in ("all", "agreement") else []
+    report["head_start"] = f"{OPTIONS.head_start_mode}:{OPTIONS.head_start_ms:g}"
+    clocks_path = out / "clocks.csv"
+    smi = start_clock_log(clocks_path) if args.part in ("all", "agreement") else None
+    try:
+        report["agreement"] = agreement(problems, log, save, args.cross_check, also) if args.part in ("all", "agreement") else []
+    finally:
+        if smi is not None:
+            smi.terminate()
+    clocks = read_clocks(clocks_path)
     report["examples"] = {"examples": [], "repeats": []}
     if args.part in ("all", "examples"):
         report["examples"] = examples_and_repeats(2 if args.quick else args.repeats, log)
     elif args.part == "repeats":
         report["examples"] = repeats_only(args.repeats, log, save)
     (out / f"{name}.json").write_text(json.dumps(report, indent=1))
-    (out / f"{name}.md").write_text(summarize(report))
-    print(summarize(report))
+    (out / f"{name}.md").write_text(summarize(report, clocks))
+    print(summarize(report, clocks))
 
 
 if __name__ == "__main__":

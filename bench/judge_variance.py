@@ -15,9 +15,10 @@ allocator's memory lands), not the judge's; if the blocks spread as much, memory
   rotation:  for the suite references where egg read ~5% above triton.testing.do_bench (--rotation), the reference
              timed three ways, twice over: egg's loop (input sets rotated into the buffers before each trial), the
              same loop with the inputs left in place, and do_bench; it tells whether the rotation is the difference.
-  head starts (--head-starts 0,1): in each fresh process, --rounds alternating blocks per head start (the GPU spin
-             the timing loop queues after the L2 flush), with the host's launch time per call: whether the spread
-             is the host's launch latency landing inside the events.
+  head starts (--head-starts fixed:0,fixed:1,until_launched:2): in each fresh process, --rounds alternating blocks
+             per head start (what the timing loop queues after the L2 flush: a fixed spin, or a wait until the host
+             has launched the call), with the host's launch time per call: whether the spread is the host's launch
+             latency landing inside the events.
 Writes OUTDIR/judge_variance.json and .md.
 """
 
@@ -60,21 +61,22 @@ def build():
     return options, model, sets
 
 
-def time_samples(options, model, sets, head_start_ms: float | None = None, launches: list | None = None) -> list[float]:
+def time_samples(options, model, sets, head_start: str | None = None, launches: list | None = None) -> list[float]:
     import torch
 
     from egg.evaluator import timing
     from egg.evaluator.worker import time_model
 
     opts = dataclasses.asdict(options)
-    if head_start_ms is not None:
-        opts["head_start_ms"] = head_start_ms
+    if head_start is not None:  # "mode:ms" (timing.parse_head_start)
+        opts["head_start_mode"], opts["head_start_ms"] = timing.parse_head_start(head_start)
     buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
     flush = timing.L2Flush(options.l2_flush_bytes, torch.device("cuda"))
     with torch.no_grad():
         samples = time_model(model, buffers, sets, opts, flush)
     if launches is not None:
         launches.append(list(samples.launch_ms))
+        launches.append(samples.head_start_capped)
     return list(samples.event_ms)
 
 
@@ -113,17 +115,18 @@ def time_placements(options, model, sets, count: int, *, fresh_first: bool, move
     return blocks_ms
 
 
-def one_process(placements: int, move_output: bool, head_starts: list[float], rounds: int) -> None:
-    """With `head_starts`: `rounds` rounds of one timing block per head start (ms), alternating, on the same buffers,
+def one_process(placements: int, move_output: bool, head_starts: list[str], rounds: int) -> None:
+    """With `head_starts`: `rounds` rounds of one timing block per head start ("mode:ms"), alternating, on the same buffers,
     each block's trials and host launch times kept. Otherwise the judge's way (one placement), then
     `placements - 1` more on fresh allocations, so the parent can compare estimators that pool placements."""
     options, model, sets = build()
     if head_starts:
         rows = []
         for _ in range(rounds):
-            for ms in head_starts:
+            for spec in head_starts:
                 launches: list = []
-                rows.append({"head_start_ms": ms, "event_ms": time_samples(options, model, sets, ms, launches), "launch_ms": launches[0]})
+                rows.append({"head_start": spec, "event_ms": time_samples(options, model, sets, spec, launches), "launch_ms": launches[0],
+                             "capped": launches[1]})
         print(json.dumps({"median_ms": statistics.median(rows[0]["event_ms"]), "head_start_blocks": rows}))
         return
     facts: list = []
@@ -134,16 +137,17 @@ def one_process(placements: int, move_output: bool, head_starts: list[float], ro
 def head_start_table(runs: list[dict]) -> list[str]:
     """Per head start: each process's median from its first block and from all its blocks, their spread across
     processes, and the host's launch time (median, and the worst block's median)."""
-    modes = sorted({b["head_start_ms"] for r in runs for b in r.get("head_start_blocks", [])})
-    lines = ["| head start (ms) | first block per process (ms) | spread | all blocks per process (ms) | spread | host launch ms, median (worst block) |",
-             "|---|---|---|---|---|---|"]
-    for ms in modes:
-        per = [[b for b in r["head_start_blocks"] if b["head_start_ms"] == ms] for r in runs if "head_start_blocks" in r]
+    modes = list(dict.fromkeys(b["head_start"] for r in runs for b in r.get("head_start_blocks", [])))
+    lines = ["| head start | first block per process (ms) | spread | all blocks per process (ms) | spread | host launch ms, median (worst block) | trials capped |",
+             "|---|---|---|---|---|---|---|"]
+    for spec in modes:
+        per = [[b for b in r["head_start_blocks"] if b["head_start"] == spec] for r in runs if "head_start_blocks" in r]
         first = [round(statistics.median(bs[0]["event_ms"]), 4) for bs in per]
         pooled = [round(statistics.median([t for b in bs for t in b["event_ms"]]), 4) for bs in per]
         launch = [statistics.median(b["launch_ms"]) for bs in per for b in bs]
-        lines.append(f"| {ms:g} | {first} | {spread(first):.2%} | {pooled} | {spread(pooled):.2%} | "
-                     f"{statistics.median(launch):.3f} ({max(launch):.3f}) |")
+        capped = sum(b.get("capped", 0) for bs in per for b in bs)
+        lines.append(f"| {spec} | {first} | {spread(first):.2%} | {pooled} | {spread(pooled):.2%} | "
+                     f"{statistics.median(launch):.3f} ({max(launch):.3f}) | {capped} |")
     return lines
 
 
@@ -209,12 +213,13 @@ def main() -> None:
                         help="suite references to time with and without input rotation ('' for none)")
     parser.add_argument("--placements", type=int, default=4, help="timing blocks per fresh process, each on new allocations")
     parser.add_argument("--move-output", action="store_true", help="each placement also moves the candidate's output buffer")
-    parser.add_argument("--head-starts", default="", help="compare head starts (ms, comma-separated) instead of placements, e.g. 0,1")
+    parser.add_argument("--head-starts", default="", help="compare head starts (mode:ms, comma-separated) instead of placements, "
+                        "e.g. fixed:0,fixed:1,until_launched:2 (a bare number is fixed)")
     parser.add_argument("--rounds", type=int, default=3, help="with --head-starts: blocks per head start in each process")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        one_process(args.placements, args.move_output, [float(v) for v in args.head_starts.split(",") if v], args.rounds)
+        one_process(args.placements, args.move_output, [v for v in args.head_starts.split(",") if v], args.rounds)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {"command": " ".join(sys.argv), "candidate": str(CANDIDATE.relative_to(ROOT)), "problem": str(PROBLEM.relative_to(ROOT))}
@@ -227,7 +232,7 @@ def main() -> None:
         else:
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         shown = {k: v for k, v in runs[-1].items() if k not in ("blocks_ms", "head_start_blocks")}
-        shown["head_start_medians"] = [(b["head_start_ms"], round(statistics.median(b["event_ms"]), 4), round(statistics.median(b["launch_ms"]), 3))
+        shown["head_start_medians"] = [(b["head_start"], round(statistics.median(b["event_ms"]), 4), round(statistics.median(b["launch_ms"]), 3))
                                        for b in runs[-1].get("head_start_blocks", [])]
         shown["block_medians"] = [round(statistics.median(b), 4) for b in runs[-1].get("blocks_ms", [])]
         print("process:", shown, flush=True)
@@ -247,7 +252,7 @@ def main() -> None:
              f"| {len(good)} fresh processes | {[round(v, 4) for v in good]} | {spread(good):.2%} |",
              f"| {len(report['blocks'])} re-allocated blocks, one process | {[round(v, 4) for v in report['blocks']]} | {spread(report['blocks']):.2%} |"]
     if args.head_starts:
-        lines += ["", f"Head start before each timed call (a GPU spin queued after the L2 flush), {args.rounds} alternating blocks of each per process:", ""]
+        lines += ["", f"Head start before each timed call (what the GPU runs after the L2 flush), {args.rounds} alternating blocks of each per process:", ""]
         lines += head_start_table(runs)
     elif args.placements > 1:
         lines += ["", f"Estimators over {args.placements} placements per process (spread across the {len(pooled)} processes):", "",

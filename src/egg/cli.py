@@ -26,6 +26,11 @@ class Device(str, Enum):
     cpu = "cpu"
 
 
+class HeadStartMode(str, Enum):  # egg.types.HEAD_START_MODES
+    fixed = "fixed"
+    until_launched = "until_launched"
+
+
 def resolve_device(device: Device) -> str:
     """`auto` means cuda when a GPU is visible, else cpu, and says so: never a silent switch."""
     if device is not Device.auto:
@@ -59,7 +64,8 @@ def check(
     compile_timeout: float = typer.Option(300.0, help="Seconds for import, construction and the first call."),
     run_timeout: float = typer.Option(600.0, help="Seconds for everything after the first call."),
     cuda_graph: bool = typer.Option(False, help="Also time CUDA-graph replay (GPU)."),
-    head_start_ms: float = typer.Option(1.0, min=0.0, help="GPU spin queued before each timed call, so host launch latency is not device time; 0 times as do_bench does."),
+    head_start_ms: float = typer.Option(1.0, min=0.0, help="GPU spin queued before each timed call, so host launch latency is not device time (with until_launched: the most it waits); 0 times as do_bench does."),
+    head_start_mode: HeadStartMode = typer.Option(HeadStartMode.fixed, help="fixed: spin --head-start-ms; until_launched: spin until the host has launched the call, --head-start-ms at most."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
     from egg.evaluator import evaluate
@@ -79,6 +85,7 @@ def check(
         run_timeout_s=run_timeout,
         cuda_graph=cuda_graph,
         head_start_ms=head_start_ms,
+        head_start_mode=head_start_mode.value,
     )
     if not as_json:
         err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")

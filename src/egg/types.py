@@ -47,6 +47,9 @@ class Candidate:
     fingerprint: str
 
 
+HEAD_START_MODES = ("fixed", "until_launched")  # what the GPU runs before each timed call (evaluator.timing.HeadStart)
+
+
 @dataclass(frozen=True)
 class EvalOptions:
     """How a candidate is judged. Defaults follow KernelBench plus egg's hidden checks."""
@@ -64,10 +67,18 @@ class EvalOptions:
     timed_input_sets: int = 3  # input contents rotated through the timed calls, each verified
     l2_flush_bytes: int = 256 * 1024 * 1024
     head_start_ms: float = 1.0  # a GPU spin queued before each timed call, so host launch latency is not device time
+    head_start_mode: str = "fixed"  # "fixed": spin head_start_ms; "until_launched": until the host has launched the
+    # call, head_start_ms at most (egg.evaluator.timing.HeadStart)
     baselines: tuple[str, ...] = ("eager", "compile")  # timed by the same function as the candidate
     cuda_graph: bool = False  # also time CUDA-graph replay of the candidate and the eager reference
     subsample_above: int = 1 << 22  # outputs of extra calls (repeats, audit, timed) larger than this many
     # elements are compared on a strided subsample of about as many elements (the 5 trials and the signed one: whole)
+
+    def __post_init__(self) -> None:
+        if self.head_start_mode not in HEAD_START_MODES:
+            raise ValueError(f"head_start_mode must be one of {', '.join(HEAD_START_MODES)}, not {self.head_start_mode!r}")
+        if self.head_start_ms < 0:
+            raise ValueError(f"head_start_ms must be >= 0, not {self.head_start_ms}")
 
 
 @dataclass(frozen=True)

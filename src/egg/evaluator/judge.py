@@ -299,14 +299,17 @@ class Verdict:
 
 def host_bound_flag(result: dict[str, Any]) -> Flag | None:
     """The host took longer to launch one call than the device took to run it: the timed calls had a head start
-    (EvalOptions.head_start_ms), so device time is what was measured, and a real caller would wait for the host."""
+    (EvalOptions.head_start_ms and _mode), so device time is what was measured, and a real caller would wait for the
+    host."""
     if "timing" not in result or "timing_launch" not in result:
         return None
     device_ms, launch_ms = result["timing"]["median_ms"], result["timing_launch"]["median_ms"]
     if launch_ms <= device_ms:
         return None
+    capped = result.get("timing_head_start_capped", 0)
+    tail = f" ({capped} timed trials outlasted the head start, so their host time is in the device time)" if capped else ""
     return Flag("host_bound", f"launching one call takes the host {launch_ms:.4g} ms, longer than the device's {device_ms:.4g} ms: "
-                              "the timing is device time; without CUDA graphs a caller waits for the host")
+                              "the timing is device time; without CUDA graphs a caller waits for the host" + tail)
 
 
 def _finding_text(finding: Finding) -> str:

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import torch
 
+from egg.types import HEAD_START_MODES
+
 _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
@@ -30,6 +32,7 @@ class Samples:
     wall_ms: tuple[float, ...]
     method: str
     launch_ms: tuple[float, ...] = ()  # host time for the call to return (its launches queued)
+    head_start_capped: int = 0  # trials whose until_launched head start ran out before the host had launched them
 
 
 def summarize(samples_ms: tuple[float, ...] | list[float], method: str) -> dict[str, Any]:
@@ -80,6 +83,99 @@ def head_start(ms: float) -> None:
     _sleep(int(ms * _spin_cycles_per_ms))
 
 
+_wait_compiled = None  # the flag-wait kernel, compiled once per process (`prepare_head_start`)
+
+
+def _wait_source():
+    import triton
+    import triton.language as tl
+    from triton.language.extra.cuda import globaltimer
+
+    @triton.jit(do_not_specialize=["target", "cap_ns"])
+    def wait_for_flag(flag_ptr, target, cap_ns, capped_ptr):
+        """Spin until the host has written `target` (or more) to `flag_ptr`, or `cap_ns` have passed; count a cap."""
+        t0 = globaltimer()
+        elapsed = t0 - t0
+        seen = tl.load(flag_ptr, volatile=True)
+        while (seen < target) & (elapsed < cap_ns):
+            seen = tl.load(flag_ptr, volatile=True)
+            elapsed = globaltimer() - t0
+        if seen < target:
+            tl.atomic_add(capped_ptr, 1)
+
+    return wait_for_flag
+
+
+def prepare_head_start(mode: str) -> None:
+    """Compile what the head start `mode` launches, now: before any candidate code runs in this process, and
+    outside every clock. A no-op for the fixed spin."""
+    global _wait_compiled
+    if mode not in HEAD_START_MODES:
+        raise ValueError(f"unknown head start mode {mode!r}; expected one of {', '.join(HEAD_START_MODES)}")
+    if mode == "until_launched" and _wait_compiled is None:
+        flag = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+        capped = torch.zeros(1, dtype=torch.int32, device="cuda")
+        # warmup=True compiles without launching, and without going through `JITFunction.run` at launch time,
+        # so neither the launch counter nor a candidate's patch of Triton sees the judge's own kernel.
+        _wait_compiled = _wait_source().warmup(flag, 1, 1, capped, grid=(1,), num_warps=1)
+
+
+class HeadStart:
+    """What the GPU runs between a trial's L2 flush and its start event, so that the host's launch latency is not
+    counted as the call's device time.
+
+    fixed: a spin of `ms`. The host is ahead when the start event fires, unless launching took longer than `ms`.
+    until_launched: a spin that ends as soon as the host has queued the whole trial (the host writes a counter in
+    pinned host memory after the call returns; the GPU polls it), and after `ms` at most, so a call that waits for
+    the GPU itself cannot deadlock it. The GPU then rests before a trial only as long as the host took to launch
+    it, as under triton.testing.do_bench, but that time stays outside the events. `capped()` counts the trials
+    whose wait ran out.
+    """
+
+    def __init__(self, ms: float, mode: str = "fixed") -> None:
+        if mode not in HEAD_START_MODES:
+            raise ValueError(f"unknown head start mode {mode!r}; expected one of {', '.join(HEAD_START_MODES)}")
+        self.ms, self.mode = ms, mode
+        self._waits = mode == "until_launched" and ms > 0
+        if self._waits:
+            prepare_head_start(mode)
+            self._flag = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+            self._flag_view = self._flag.numpy()  # a plain store into the pinned page, no torch op
+            self._capped = torch.zeros(1, dtype=torch.int32, device="cuda")
+            self._count = 0
+
+    def queue(self) -> None:
+        """Queue the head start on the current stream (before the start event)."""
+        if not self._waits:
+            head_start(self.ms)
+            return
+        self._count += 1
+        _wait_compiled[(1, 1, 1)](self._flag, self._count, int(self.ms * 1e6), self._capped)
+
+    def launched(self) -> None:
+        """The host has queued everything of this trial: release the GPU."""
+        if self._waits:
+            self._flag_view[0] = self._count
+
+    def capped(self) -> int:
+        """Trials whose wait ran out before the host had launched them (read after a sync)."""
+        return int(self._capped.item()) if self._waits else 0
+
+
+def head_start_args(options: Any) -> dict[str, Any]:
+    """The head start keywords of `time_calls` from a settings mapping (the judge's or the tuning worker's)."""
+    return {"head_start_ms": options["head_start_ms"], "head_start_mode": options["head_start_mode"]}
+
+
+def parse_head_start(spec: str) -> tuple[str, float]:
+    """`"1"` or `"fixed:1"` -> ("fixed", 1.0); `"until_launched:2"` -> ("until_launched", 2.0)."""
+    mode, _, ms = spec.rpartition(":")
+    mode = mode or "fixed"
+    if mode not in HEAD_START_MODES:
+        raise ValueError(f"unknown head start mode {mode!r} in {spec!r}; expected one of {', '.join(HEAD_START_MODES)}")
+    return mode, float(ms)
+
+
 def time_calls(
     call: Callable[[], Any],
     prepare: Callable[[int], None],
@@ -89,6 +185,7 @@ def time_calls(
     flush: L2Flush,
     on_output: Callable[[int, Any], None] | None = None,
     head_start_ms: float = 0.0,
+    head_start_mode: str = "fixed",
 ) -> Samples:
     """Time `call()` `trials` times after `warmup` untimed calls.
 
@@ -97,11 +194,13 @@ def time_calls(
     pushed to other streams or threads shows up as a gap between the two. `on_output(i, out)` sees every trial's
     output after that sync (it can verify or keep it).
 
-    The flush, then a spin of `head_start_ms`, are queued but not waited for: the GPU is busy with them while the
-    host launches the call, so the host's launch latency does not land inside the events. On a shared host that
-    latency comes in slow episodes of seconds (measured on the H200 machine: +0.1 ms on a 1 ms kernel); host time
-    beyond the head start still counts. `launch_ms` records how long each call took to return on the host.
+    The flush, then a head start (`HeadStart(head_start_ms, head_start_mode)`), are queued but not waited for: the
+    GPU is busy with them while the host launches the call, so the host's launch latency does not land inside the
+    events. On a shared host that latency comes in slow episodes of seconds (measured on the H200 machine: +0.1 ms
+    on a 1 ms kernel); host time beyond the head start still counts. `launch_ms` records how long each call took to
+    return on the host.
     """
+    head = HeadStart(head_start_ms, head_start_mode)
     for i in range(warmup):
         prepare(i)
         call()
@@ -114,12 +213,13 @@ def time_calls(
         t0 = _perf_counter()  # the device is idle: `before` fires as soon as it is queued
         _record(before)
         flush()
-        head_start(head_start_ms)
+        head.queue()
         t1 = _perf_counter()
         _record(start)
         out = call()
         launched = _perf_counter()
         _record(end)
+        head.launched()
         _synchronize()
         done = _perf_counter()
         # host time to the full-device sync, less the flush and head start as the device ran them: from `start` on
@@ -128,10 +228,11 @@ def time_calls(
         event_ms.append(_elapsed(start, end))
         if on_output is not None:
             on_output(i, out)
-    return Samples(tuple(event_ms), tuple(wall_ms), "cuda_events", tuple(launch_ms))
+    return Samples(tuple(event_ms), tuple(wall_ms), "cuda_events", tuple(launch_ms), head.capped())
 
 
-def time_graph(call: Callable[[], Any], *, warmup: int, trials: int, flush: L2Flush, head_start_ms: float = 0.0) -> Samples:
+def time_graph(call: Callable[[], Any], *, warmup: int, trials: int, flush: L2Flush, head_start_ms: float = 0.0,
+               head_start_mode: str = "fixed") -> Samples:
     """Time replays of a CUDA graph captured from `call()` (launch gaps removed)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -142,11 +243,13 @@ def time_graph(call: Callable[[], Any], *, warmup: int, trials: int, flush: L2Fl
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
-    samples = time_calls(graph.replay, lambda i: None, warmup=warmup, trials=trials, flush=flush, head_start_ms=head_start_ms)
-    return Samples(samples.event_ms, samples.wall_ms, "cuda_graph", samples.launch_ms)
+    samples = time_calls(graph.replay, lambda i: None, warmup=warmup, trials=trials, flush=flush, head_start_ms=head_start_ms,
+                         head_start_mode=head_start_mode)
+    return Samples(samples.event_ms, samples.wall_ms, "cuda_graph", samples.launch_ms, samples.head_start_capped)
 
 
-def copy_bandwidth_bytes_per_s(device: torch.device, nbytes: int = 1 << 30, repeats: int = 10, head_start_ms: float = 0.0) -> float:
+def copy_bandwidth_bytes_per_s(device: torch.device, nbytes: int = 1 << 30, repeats: int = 10, head_start_ms: float = 0.0,
+                               head_start_mode: str = "fixed") -> float:
     """Measured device-to-device copy bandwidth, counting bytes read plus bytes written (each copy after a head
     start, as in `time_calls`)."""
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
@@ -155,11 +258,13 @@ def copy_bandwidth_bytes_per_s(device: torch.device, nbytes: int = 1 << 30, repe
     _synchronize()
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     times = []
+    head = HeadStart(head_start_ms, head_start_mode)
     for _ in range(repeats):
-        head_start(head_start_ms)
+        head.queue()
         _record(start)
         dst.copy_(src)
         _record(end)
+        head.launched()
         _synchronize()
         times.append(_elapsed(start, end) / 1e3)
     return 2 * nbytes / statistics.median(times)

@@ -26,6 +26,7 @@ from typing import Any
 from egg.search.measurement import Measurement, TuneStatus
 from egg.search.recipe import LaunchRecipe
 from egg.search.space import Config
+from egg.types import HEAD_START_MODES
 
 LOG_TAIL_CHARS = 3000
 
@@ -45,9 +46,14 @@ class MeasureSettings:
     too_slow_factor: float = 1.5
     l2_flush_bytes: int = 256 << 20
     head_start_ms: float = 1.0  # as the judge's EvalOptions.head_start_ms
+    head_start_mode: str = "fixed"  # as the judge's EvalOptions.head_start_mode
     config_timeout_s: float = 120.0  # compile, check and timing of one configuration
     setup_timeout_s: float = 600.0  # importing the kernel, making the inputs, the reference run
     max_worker_deaths: int = 5
+
+    def __post_init__(self) -> None:
+        if self.head_start_mode not in HEAD_START_MODES:
+            raise ValueError(f"head_start_mode must be one of {', '.join(HEAD_START_MODES)}, not {self.head_start_mode!r}")
 
 
 class BatchMeasurer:
