@@ -2,9 +2,10 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats variance gputests profile profilecli tune optimize
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
-# VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'. Two
+# CLOCKS_ARGS, VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'.
+# Two
 # instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE (where the wheels are installed);
 # OPTIMIZE_TAG names an optimize part's files apart (optimize$OPTIMIZE_TAG.tar.gz), GPUTESTS_PATHS picks the gpu tests.
 set -u
@@ -41,6 +42,8 @@ for p in "$@"; do
       part judge_agreement "${AGREEMENT_S:-200}" python3 bench/judge_h200.py --out "$OUT/judge_agreement" --part agreement ${AGREEMENT_ARGS:-} ;;
     repeats)
       part judge_repeats "${REPEATS_S:-170}" python3 bench/judge_h200.py --out "$OUT/judge_repeats" --part repeats --repeats "${REPEATS_N:-5}" ${REPEATS_ARGS:-} ;;
+    clocks)
+      part judge_clocks "${CLOCKS_S:-240}" python3 bench/judge_clocks.py --out "$OUT/judge_clocks" ${CLOCKS_ARGS:-} ;;
     variance)
       part judge_variance "${VARIANCE_S:-120}" python3 bench/judge_variance.py --out "$OUT/judge_variance" ${VARIANCE_ARGS:-} ;;
     gputests)

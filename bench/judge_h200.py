@@ -48,7 +48,7 @@ def build(problem_path: str, device: torch.device):
     return model, sets
 
 
-def egg_eager_ms(model, sets, head_start: str | None = None) -> dict:
+def egg_eager_ms(model, sets, head_start: str | None = None, warmup_ms: float | None = None) -> dict:
     """egg's timing of the eager model: the worker's own `time_model` (rotated input sets, queued L2 flush, the
     head start of OPTIONS unless another is given as "mode:ms"), with the host's median launch time per call, the
     trials whose head start ran out, and the wall-clock window it ran in (to read the GPU's clocks against)."""
@@ -57,6 +57,8 @@ def egg_eager_ms(model, sets, head_start: str | None = None) -> dict:
     opts = dataclasses.asdict(OPTIONS)
     if head_start is not None:
         opts["head_start_mode"], opts["head_start_ms"] = timing.parse_head_start(head_start)
+    if warmup_ms is not None:
+        opts["warmup_ms"] = warmup_ms
     t0 = time.time()
     with torch.no_grad():
         samples = time_model(model, buffers, sets, opts, flush)
@@ -70,12 +72,12 @@ def do_bench_ms(model, sets) -> float:
         return triton.testing.do_bench(lambda: model(*sets[0]), warmup=100, rep=500, return_mode="median")
 
 
-def agreement(problems, log, save, cross_check: int, also: list[str]) -> list[dict]:
+def agreement(problems, log, save, cross_check: int | set[str], also: list[str]) -> list[dict]:
     """egg's eager timing of each suite reference against do_bench's, in one process, on the same model and inputs.
 
     Both take the timing function the judge's reference worker uses; each head start of `also` ("mode:ms") is timed
-    too, after the rest. The first `cross_check` problems are also timed through the whole sandboxed judge (a fresh
-    worker), to show the in-process figure is the judge's."""
+    too, after the rest. The first `cross_check` problems (or those named) are also timed through the whole sandboxed
+    judge (a fresh worker), to show the in-process figure is the judge's."""
     rows = []
     hold_fp32_to_fp32()  # as every worker does: cuDNN and cuBLAS TF32 off
     device = torch.device("cuda")
@@ -119,10 +121,13 @@ def agreement(problems, log, save, cross_check: int, also: list[str]) -> list[di
         save(rows)
         log(f"{problem.level}/{problem.name}: egg {row['egg_eager_median_ms']} ms (again {row['egg_again_median_ms']}), "
             f"do_bench {row['do_bench_median_ms']} ms, ratio {row['ratio']:.3f} / {row['ratio_again']:.3f}")
-    if cross_check:
+    by_name = {row["problem"]: row for row in rows}
+    checked = [p for p in problems if p.name in cross_check] if isinstance(cross_check, set) else problems[:cross_check]
+    if checked:
         options = dataclasses.replace(OPTIONS, device="cuda", baselines=("eager",), correctness_trials=1, signed_trial=False)
         with Judge(options) as judge:
-            for problem, row in zip(problems[:cross_check], rows):
+            for problem in checked:
+                row = by_name[problem.name]
                 start = time.monotonic()
                 try:
                     ref = judge.reference(problem)
@@ -284,7 +289,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true", help="3 problems, 2 repeats")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--cross-check", type=int, default=4, help="problems also timed through the sandboxed judge")
+    parser.add_argument("--cross-check", default="4", help="problems also timed through the sandboxed judge: the first N, or names, comma-separated")
     parser.add_argument("--part", choices=("all", "agreement", "examples", "repeats"), default="all")
     parser.add_argument("--head-start", default=f"{OPTIONS.head_start_mode}:{OPTIONS.head_start_ms:g}",
                         help="egg's head start, mode:ms (fixed:1, until_launched:2): the agreement's main columns and the repeats' judge")
@@ -293,6 +298,7 @@ def main() -> None:
     mode, ms = timing.parse_head_start(args.head_start)
     OPTIONS = dataclasses.replace(OPTIONS, head_start_mode=mode, head_start_ms=ms)
     also = [spec for spec in args.also.split(",") if spec]
+    cross_check = int(args.cross_check) if args.cross_check.isdigit() else {n for n in args.cross_check.split(",") if n}
     for spec in also:
         timing.parse_head_start(spec)  # refuse a bad spec before the long run
     out = Path(args.out)
@@ -317,7 +323,7 @@ def main() -> None:
     clocks_path = out / "clocks.csv"
     smi = start_clock_log(clocks_path) if args.part in ("all", "agreement") else None
     try:
-        report["agreement"] = agreement(problems, log, save, args.cross_check, also) if args.part in ("all", "agreement") else []
+        report["agreement"] = agreement(problems, log, save, cross_check, also) if args.part in ("all", "agreement") else []
     finally:
         if smi is not None:
             smi.terminate()

@@ -10,6 +10,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from egg.types import EvalOptions
+
 try:
     from egg.llm.cli import app as llm_app
 except ImportError as missing:  # the GPU machine's image lacks pydantic and the SDKs; check and profile work there
@@ -18,6 +20,7 @@ except ImportError as missing:  # the GPU machine's image lacks pydantic and the
 app = typer.Typer(help="egg: faster, verified Triton kernels from PyTorch programs.", no_args_is_help=True, add_completion=False)
 app.add_typer(llm_app, name="llm")
 err = Console(stderr=True)
+DEFAULTS = EvalOptions()
 
 
 class Device(str, Enum):
@@ -64,14 +67,15 @@ def check(
     compile_timeout: float = typer.Option(300.0, help="Seconds for import, construction and the first call."),
     run_timeout: float = typer.Option(600.0, help="Seconds for everything after the first call."),
     cuda_graph: bool = typer.Option(False, help="Also time CUDA-graph replay (GPU)."),
-    head_start_ms: float = typer.Option(1.0, min=0.0, help="GPU spin queued before each timed call, so host launch latency is not device time (with until_launched: the most it waits); 0 times as do_bench does."),
-    head_start_mode: HeadStartMode = typer.Option(HeadStartMode.fixed, help="fixed: spin --head-start-ms; until_launched: spin until the host has launched the call, --head-start-ms at most."),
+    head_start_mode: HeadStartMode = typer.Option(HeadStartMode(DEFAULTS.head_start_mode), help="What the GPU runs before each timed call, so host launch latency is not device time. until_launched: a spin until the host has launched the call, --head-start-ms at most; fixed: a spin of --head-start-ms (0: none, as do_bench)."),
+    head_start_ms: float = typer.Option(DEFAULTS.head_start_ms, min=0.0, help="The head start's cap (until_launched) or length (fixed)."),
+    warmup_ms: float = typer.Option(DEFAULTS.warmup_ms, min=0.0, help="Calls back to back before the trials, so they start at the clocks of a loaded GPU."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
     from egg.evaluator import evaluate
     from egg.problems.loader import ProblemError, load_candidate, load_problem
     from egg.report.verdict import render
-    from egg.types import EvalOptions, to_jsonable
+    from egg.types import to_jsonable
 
     try:
         problem, cand = load_problem(ref), load_candidate(candidate)
@@ -86,6 +90,7 @@ def check(
         cuda_graph=cuda_graph,
         head_start_ms=head_start_ms,
         head_start_mode=head_start_mode.value,
+        warmup_ms=warmup_ms,
     )
     if not as_json:
         err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")
@@ -155,7 +160,6 @@ def optimize(
     from egg.pipeline.script import ScriptError
     from egg.pipeline.stages import Budget
     from egg.problems.loader import ProblemError
-    from egg.types import EvalOptions
 
     try:
         choice = ModelChoice(script=script) if script else ModelChoice(llm=load_config(config, llm_spec=llm).llm)

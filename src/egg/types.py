@@ -66,9 +66,10 @@ class EvalOptions:
     timing_trials: int = 100
     timed_input_sets: int = 3  # input contents rotated through the timed calls, each verified
     l2_flush_bytes: int = 256 * 1024 * 1024
-    head_start_ms: float = 1.0  # a GPU spin queued before each timed call, so host launch latency is not device time
-    head_start_mode: str = "fixed"  # "fixed": spin head_start_ms; "until_launched": until the host has launched the
-    # call, head_start_ms at most (egg.evaluator.timing.HeadStart)
+    warmup_ms: float = 250.0  # then calls back to back for this long, so the trials start from a loaded GPU's clocks
+    head_start_mode: str = "until_launched"  # before each timed call the GPU spins until the host has launched the
+    # call ("fixed": for head_start_ms), so host launch latency is not device time (egg.evaluator.timing.HeadStart)
+    head_start_ms: float = 2.0  # the longest until_launched spin (a call that waits for the GPU is not deadlocked)
     baselines: tuple[str, ...] = ("eager", "compile")  # timed by the same function as the candidate
     cuda_graph: bool = False  # also time CUDA-graph replay of the candidate and the eager reference
     subsample_above: int = 1 << 22  # outputs of extra calls (repeats, audit, timed) larger than this many
@@ -77,8 +78,9 @@ class EvalOptions:
     def __post_init__(self) -> None:
         if self.head_start_mode not in HEAD_START_MODES:
             raise ValueError(f"head_start_mode must be one of {', '.join(HEAD_START_MODES)}, not {self.head_start_mode!r}")
-        if self.head_start_ms < 0:
-            raise ValueError(f"head_start_ms must be >= 0, not {self.head_start_ms}")
+        for name in ("head_start_ms", "warmup_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,11 @@ def test_a_fixed_or_zero_head_start_needs_no_device_state():
         head.launched()
         assert head.capped() == 0
     assert timing._spin_cycles_per_ms is None and timing._wait_compiled is None
+
+
+def test_no_settling_makes_no_call():
+    made = []
+    assert timing.settle(lambda: made.append(1), lambda i: None, flush=None, ms=0.0) == 0
+    assert made == []
+    with pytest.raises(ValueError, match="warmup_ms must be >= 0"):
+        EvalOptions(warmup_ms=-5)

@@ -83,3 +83,17 @@ def test_the_judge_times_with_until_launched_and_its_kernel_is_not_the_candidate
     assert result.status is Status.OK, result.reason
     assert result.timing is not None and result.timing.median_ms > 0
     assert result.kernels_launched and not any("wait_for_flag" in k for k in result.kernels_launched), result.kernels_launched
+
+
+def test_settling_calls_back_to_back_and_counts_every_call(flush):
+    x = torch.randn(1 << 22, device="cuda")
+    made = []
+
+    def call():
+        made.append(1)
+        return x * 2
+
+    samples = timing.time_calls(call, lambda i: None, warmup=2, trials=5, flush=flush, warmup_ms=50.0)
+    assert samples.calls == len(made)
+    assert samples.calls > 2 + 5 + 20  # tens of microseconds a call: 50 ms of settling is hundreds of calls
+    assert timing.time_calls(call, lambda i: None, warmup=2, trials=5, flush=flush).calls == 7

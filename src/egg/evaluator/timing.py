@@ -33,6 +33,7 @@ class Samples:
     method: str
     launch_ms: tuple[float, ...] = ()  # host time for the call to return (its launches queued)
     head_start_capped: int = 0  # trials whose until_launched head start ran out before the host had launched them
+    calls: int = 0  # calls made in all: warm-up, settling and trials
 
 
 def summarize(samples_ms: tuple[float, ...] | list[float], method: str) -> dict[str, Any]:
@@ -162,9 +163,39 @@ class HeadStart:
         return int(self._capped.item()) if self._waits else 0
 
 
-def head_start_args(options: Any) -> dict[str, Any]:
-    """The head start keywords of `time_calls` from a settings mapping (the judge's or the tuning worker's)."""
-    return {"head_start_ms": options["head_start_ms"], "head_start_mode": options["head_start_mode"]}
+MAX_SETTLE_CALLS = 10_000
+
+
+def settle(call: Callable[[], Any], prepare: Callable[[int], None], flush: L2Flush, ms: float) -> int:
+    """Call back to back, each after its inputs and an L2 flush as in the trials, for about `ms` of device time (as
+    do_bench warms up and repeats); returns the calls made.
+
+    A GPU that has been resting runs above the clock it holds under load until its power limiter catches up.
+    Measured on the H200 (bench/results/2026-11-30-s4): an fp16 GEMM at the power limit read 13% faster in a
+    100-trial loop run first than under do_bench right after (1896 against 1505 MHz), and 5% slower right after
+    do_bench. Settling first makes the trials start from a loaded GPU, whatever ran before."""
+    if ms <= 0:
+        return 0
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _record(start)
+    prepare(0)
+    flush()
+    call()
+    _record(end)
+    _synchronize()
+    count = min(math.ceil(ms / max(_elapsed(start, end), 1e-3)), MAX_SETTLE_CALLS)
+    for i in range(count):
+        prepare(i)
+        flush()
+        call()
+    _synchronize()
+    return count + 1
+
+
+def timing_args(options: Any) -> dict[str, Any]:
+    """The head start and settling keywords of `time_calls` from a settings mapping (the judge's or the tuning
+    worker's)."""
+    return {"head_start_ms": options["head_start_ms"], "head_start_mode": options["head_start_mode"], "warmup_ms": options["warmup_ms"]}
 
 
 def parse_head_start(spec: str) -> tuple[str, float]:
@@ -186,8 +217,9 @@ def time_calls(
     on_output: Callable[[int, Any], None] | None = None,
     head_start_ms: float = 0.0,
     head_start_mode: str = "fixed",
+    warmup_ms: float = 0.0,
 ) -> Samples:
-    """Time `call()` `trials` times after `warmup` untimed calls.
+    """Time `call()` `trials` times after `warmup` untimed calls, then `warmup_ms` of calls back to back (`settle`).
 
     Before each trial `prepare(i)` loads the trial's inputs (outside the clock) and L2 is flushed. The device time
     is taken between CUDA events on the current stream; the host time runs to a sync of the whole device, so work
@@ -205,6 +237,7 @@ def time_calls(
         prepare(i)
         call()
     _synchronize()
+    calls = warmup + trials + settle(call, prepare, flush, warmup_ms)
     before, start, end = (_Event(enable_timing=True) for _ in range(3))
     event_ms, wall_ms, launch_ms = [], [], []
     for i in range(trials):
@@ -228,11 +261,11 @@ def time_calls(
         event_ms.append(_elapsed(start, end))
         if on_output is not None:
             on_output(i, out)
-    return Samples(tuple(event_ms), tuple(wall_ms), "cuda_events", tuple(launch_ms), head.capped())
+    return Samples(tuple(event_ms), tuple(wall_ms), "cuda_events", tuple(launch_ms), head.capped(), calls)
 
 
 def time_graph(call: Callable[[], Any], *, warmup: int, trials: int, flush: L2Flush, head_start_ms: float = 0.0,
-               head_start_mode: str = "fixed") -> Samples:
+               head_start_mode: str = "fixed", warmup_ms: float = 0.0) -> Samples:
     """Time replays of a CUDA graph captured from `call()` (launch gaps removed)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -244,8 +277,8 @@ def time_graph(call: Callable[[], Any], *, warmup: int, trials: int, flush: L2Fl
     with torch.cuda.graph(graph):
         call()
     samples = time_calls(graph.replay, lambda i: None, warmup=warmup, trials=trials, flush=flush, head_start_ms=head_start_ms,
-                         head_start_mode=head_start_mode)
-    return Samples(samples.event_ms, samples.wall_ms, "cuda_graph", samples.launch_ms, samples.head_start_capped)
+                         head_start_mode=head_start_mode, warmup_ms=warmup_ms)
+    return Samples(samples.event_ms, samples.wall_ms, "cuda_graph", samples.launch_ms, samples.head_start_capped, samples.calls)
 
 
 def copy_bandwidth_bytes_per_s(device: torch.device, nbytes: int = 1 << 30, repeats: int = 10, head_start_ms: float = 0.0,

@@ -254,7 +254,7 @@ class ReferenceRun:
         job, opts = self.job, self.job.options
         buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
         flush = timing.L2Flush(opts["l2_flush_bytes"], job.device)
-        self.result["copy_bandwidth_bytes_per_s"] = timing.copy_bandwidth_bytes_per_s(job.device, **timing.head_start_args(opts))
+        self.result["copy_bandwidth_bytes_per_s"] = timing.copy_bandwidth_bytes_per_s(job.device, head_start_ms=opts["head_start_ms"], head_start_mode=opts["head_start_mode"])
         baselines, errors = {}, {}
         runners = {"eager": model}
         if "compile" in opts["baselines"]:
@@ -265,7 +265,7 @@ class ReferenceRun:
                     samples = time_model(fn, buffers, sets, opts, flush)
                     baselines[name] = timing.summarize(samples.event_ms, samples.method)
                     if opts.get("cuda_graph"):
-                        graphed = timing.time_graph(lambda: fn(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.head_start_args(opts))
+                        graphed = timing.time_graph(lambda: fn(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
                         baselines[f"{name}_graph"] = timing.summarize(graphed.event_ms, graphed.method)
             except Exception as exc:  # a baseline that cannot run (torch.compile can fail) is reported, not fatal
                 errors[name] = f"{type(exc).__name__}: {exc}"
@@ -288,7 +288,7 @@ def time_model(fn, buffers, sets, opts, flush, on_output=None) -> timing.Samples
         trials=opts["timing_trials"],
         flush=flush,
         on_output=on_output,
-        **timing.head_start_args(opts),
+        **timing.timing_args(opts),
     )
 
 
@@ -445,8 +445,8 @@ class CandidateRun:
         self.result["timing_launch"] = timing.summarize(samples.launch_ms, "host_launch")
         self.result["timing_head_start_capped"] = samples.head_start_capped
         self.result["timed_launches"] = self.launches.total() - launches_before
-        self.result["timed_calls"] = opts["timing_trials"] + opts["warmup"]
+        self.result["timed_calls"] = samples.calls
         self.result["threads_after_timing"] = live_threads() - self.threads_before
         if opts.get("cuda_graph"):
-            graphed = timing.time_graph(lambda: model(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.head_start_args(opts))
+            graphed = timing.time_graph(lambda: model(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
             self.result["timing_graph"] = timing.summarize(graphed.event_ms, graphed.method)

@@ -45,8 +45,9 @@ class MeasureSettings:
     probe_trials: int = 3  # timed first; a config this far behind the best stops here
     too_slow_factor: float = 1.5
     l2_flush_bytes: int = 256 << 20
-    head_start_ms: float = 1.0  # as the judge's EvalOptions.head_start_ms
-    head_start_mode: str = "fixed"  # as the judge's EvalOptions.head_start_mode
+    warmup_ms: float = 100.0  # calls back to back before the trials (not before the probe), as EvalOptions.warmup_ms
+    head_start_mode: str = "until_launched"  # as the judge's EvalOptions.head_start_mode
+    head_start_ms: float = 2.0  # as the judge's EvalOptions.head_start_ms
     config_timeout_s: float = 120.0  # compile, check and timing of one configuration
     setup_timeout_s: float = 600.0  # importing the kernel, making the inputs, the reference run
     max_worker_deaths: int = 5

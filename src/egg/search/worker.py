@@ -154,11 +154,11 @@ class Session:
     def time(self, config: dict[str, Any]) -> dict[str, Any]:
         s = self.settings
         call = self.launcher(config)
-        probe = timing.time_calls(call, lambda i: None, warmup=1, trials=s["probe_trials"], flush=self.flush, **timing.head_start_args(s))
+        probe = timing.time_calls(call, lambda i: None, warmup=1, trials=s["probe_trials"], flush=self.flush, **{**timing.timing_args(s), "warmup_ms": 0.0})
         if too_slow(probe.event_ms, self.best_ms, s["too_slow_factor"]):
             return {"status": "too_slow", "time_ms": min(probe.event_ms), "trials": len(probe.event_ms),
                     "detail": f"first {len(probe.event_ms)} trials > {s['too_slow_factor']}x the best ({self.best_ms:.4g} ms)"}
-        samples = timing.time_calls(call, lambda i: None, warmup=s["warmup"], trials=s["trials"], flush=self.flush, **timing.head_start_args(s))
+        samples = timing.time_calls(call, lambda i: None, warmup=s["warmup"], trials=s["trials"], flush=self.flush, **timing.timing_args(s))
         self.compare({name: self.args[name] for name in self.recipe.outputs()})  # the timed calls' results too
         median = timing.summarize(samples.event_ms, samples.method)["median_ms"]
         self.best_ms = median if self.best_ms is None else min(self.best_ms, median)
