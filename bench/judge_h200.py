@@ -72,12 +72,14 @@ def do_bench_ms(model, sets) -> float:
         return triton.testing.do_bench(lambda: model(*sets[0]), warmup=100, rep=500, return_mode="median")
 
 
-def agreement(problems, log, save, cross_check: int | set[str], also: list[str]) -> list[dict]:
+def agreement(problems, log, save, cross_check: int | set[str], also: list[str], rounds: int = 2) -> list[dict]:
     """egg's eager timing of each suite reference against do_bench's, in one process, on the same model and inputs.
 
-    Both take the timing function the judge's reference worker uses; each head start of `also` ("mode:ms") is timed
-    too, after the rest. The first `cross_check` problems (or those named) are also timed through the whole sandboxed
-    judge (a fresh worker), to show the in-process figure is the judge's."""
+    Both take the timing function the judge's reference worker uses. `rounds` pairs of the two alternate which runs
+    first (egg, do_bench, do_bench, egg, ...), and each side's figure is the median over its rounds: a power-limited
+    GPU runs faster after rest, so a fixed order favours whichever goes first. Each head start of `also`
+    ("mode:ms") is timed too, after the rest. The first `cross_check` problems (or those named) are also timed
+    through the whole sandboxed judge (a fresh worker), to show the in-process figure is the judge's."""
     rows = []
     hold_fp32_to_fp32()  # as every worker does: cuDNN and cuBLAS TF32 off
     device = torch.device("cuda")
@@ -85,11 +87,14 @@ def agreement(problems, log, save, cross_check: int | set[str], also: list[str])
         start = time.monotonic()
         try:
             model, sets = build(problem.path, device)
-            egg = egg_eager_ms(model, sets)
-            t_bench = time.time()
-            bench = do_bench_ms(model, sets)
-            bench_window = [t_bench, time.time()]
-            egg_again = egg_eager_ms(model, sets)  # after do_bench: order effects (clocks, caches) show as a gap
+            eggs, benches = [], []
+            for r in range(rounds):
+                if r % 2 == 0:
+                    eggs.append(egg_eager_ms(model, sets))
+                t_bench = time.time()
+                benches.append({"median_ms": do_bench_ms(model, sets), "window": [t_bench, time.time()]})
+                if r % 2 == 1:
+                    eggs.append(egg_eager_ms(model, sets))
             others = {spec: egg_eager_ms(model, sets, spec) for spec in also}
         except Exception as exc:  # keep going: one broken problem must not lose the rest
             rows.append({"problem": problem.name, "level": problem.level, "error": f"{type(exc).__name__}: {exc}"[:500]})
@@ -98,29 +103,34 @@ def agreement(problems, log, save, cross_check: int | set[str], also: list[str])
         finally:
             model = sets = None
             torch.cuda.empty_cache()
+        egg_ms = statistics.median(e["median_ms"] for e in eggs)
+        bench = statistics.median(b["median_ms"] for b in benches)
+        egg, again = eggs[0], eggs[1] if len(eggs) > 1 else eggs[0]
         row = {
             "problem": problem.name,
             "level": problem.level,
-            "egg_eager_median_ms": round(egg["median_ms"], 4),
+            "egg_eager_median_ms": round(egg_ms, 4),
             "egg_ci95_ms": [round(egg["ci95_low_ms"], 4), round(egg["ci95_high_ms"], 4)],
-            "egg_again_median_ms": round(egg_again["median_ms"], 4),
+            "egg_again_median_ms": round(again["median_ms"], 4),
             "do_bench_median_ms": round(bench, 4),
-            "ratio": round(egg["median_ms"] / bench, 4),
-            "ratio_again": round(egg_again["median_ms"] / bench, 4),
+            "egg_rounds_ms": [round(e["median_ms"], 4) for e in eggs],
+            "do_bench_rounds_ms": [round(b["median_ms"], 4) for b in benches],
+            "ratio": round(egg_ms / bench, 4),
+            "ratio_again": round(again["median_ms"] / bench, 4),
             "host_launch_ms": round(egg["launch_ms"], 4),
             "capped": egg["capped"],
             "by_head_start": {spec: {"median_ms": round(o["median_ms"], 4), "ratio": round(o["median_ms"] / bench, 4), "capped": o["capped"],
                                      "window": o["window"]} for spec, o in others.items()},
-            "windows": {"egg": egg["window"], "do_bench": bench_window, "egg_again": egg_again["window"]},
-            "in_1_15_ms": 1.0 <= egg["median_ms"] <= 15.0,
+            "windows": {"egg": egg["window"], "do_bench": benches[0]["window"], "egg_again": again["window"]},
+            "in_1_15_ms": 1.0 <= egg_ms <= 15.0,
             "wall_s": round(time.monotonic() - start, 2),
         }
         if "fixed:0" in others:  # do_bench's way: launched right after the flush
             row["ratio_no_head_start"] = row["by_head_start"]["fixed:0"]["ratio"]
         rows.append(row)
         save(rows)
-        log(f"{problem.level}/{problem.name}: egg {row['egg_eager_median_ms']} ms (again {row['egg_again_median_ms']}), "
-            f"do_bench {row['do_bench_median_ms']} ms, ratio {row['ratio']:.3f} / {row['ratio_again']:.3f}")
+        log(f"{problem.level}/{problem.name}: egg {row['egg_rounds_ms']} ms, do_bench {row['do_bench_rounds_ms']} ms, "
+            f"ratio of medians {row['ratio']:.3f}")
     by_name = {row["problem"]: row for row in rows}
     checked = [p for p in problems if p.name in cross_check] if isinstance(cross_check, set) else problems[:cross_check]
     if checked:
@@ -156,8 +166,9 @@ def example_pairs() -> list[tuple[Path, Path]]:
     return pairs
 
 
-def repeats_only(repeats: int, log, save=lambda out: None) -> dict:
-    """One candidate (the softmax example on its full-size problem) judged `repeats` times in fresh workers."""
+def repeats_only(repeats: int, log, save=lambda out: None, reference_repeats: tuple[str, ...] = ()) -> dict:
+    """One candidate (the softmax example on its full-size problem) judged `repeats` times in fresh workers; then
+    each named suite reference's baselines timed `repeats` times, each in a fresh reference worker."""
     out = {"examples": [], "repeats": []}
     with Judge(dataclasses.replace(OPTIONS, device="cuda")) as judge:
         problem = load_problem(SUITE / "level1" / "23_Softmax.py")
@@ -170,6 +181,16 @@ def repeats_only(repeats: int, log, save=lambda out: None) -> dict:
                                    "speedups": result.speedups, "duration_s": result.duration_s, "phase_s": result.phase_s})
             log(f"repeat {i + 1}: {result.status.value} median {out['repeats'][-1]['median_ms']} in {result.duration_s} s; phases {result.phase_s}")
             save(out)
+        out["reference_repeats"] = []
+        for name in reference_repeats:
+            problem = load_problem(next(SUITE.glob(f"level*/{name}.py")))
+            for i in range(repeats):
+                judge._references.clear()  # a fresh reference worker each time
+                ref = judge.reference(problem)
+                baselines = ref.result["baselines"]
+                out["reference_repeats"].append({"problem": name, **{f"{k}_median_ms": v["median_ms"] for k, v in baselines.items()}})
+                log(f"{name} reference {i + 1}: " + ", ".join(f"{k} {v['median_ms']:.4f} ms" for k, v in baselines.items()))
+                save(out)
     return out
 
 
@@ -235,7 +256,9 @@ def summarize(report: dict, clocks: list | None = None) -> str:
     primary = report.get("head_start", "")
     lines += ["## Eager reference: egg's timing vs triton.testing.do_bench (median)", "",
               f"egg's timing is the reference worker's own function (rotated input sets, queued L2 flush), run in the bench's",
-              f"process with the head start {primary}; 'again' is the same after do_bench; 'judge' is the whole sandboxed",
+              f"process with the head start {primary}. egg and do_bench are timed in pairs that alternate which goes first;",
+              "each median is the median over its rounds, the CI is the first round's ('egg_rounds_ms' and 'do_bench_rounds_ms'",
+              "in the JSON); 'again' is egg's second round, run after do_bench; 'judge' is the whole sandboxed",
               "reference run (fresh worker); each further ratio column is egg's loop with another head start (fixed:0 launches",
               "right after the L2 flush, as do_bench does); 'launch' is the host's median time for one call to return;",
               "'capped' counts trials whose until_launched wait ran out. 'MHz/W' is the GPU's mean SM clock and power",
@@ -280,6 +303,14 @@ def summarize(report: dict, clocks: list | None = None) -> str:
         lines += ["", "## Overhead and throughput (reference cached, candidate in a fresh worker each time)", "",
                   f"mean evaluation {statistics.fmean(durations):.2f} s per candidate = {60 / statistics.fmean(durations):.1f} candidates per minute",
                   f"phases of the last one (s): {report['examples']['repeats'][-1]['phase_s']}"]
+    refs = report["examples"].get("reference_repeats", [])
+    for name in dict.fromkeys(r["problem"] for r in refs):
+        for key in [k for k in refs[0] if k.endswith("_median_ms")]:
+            values = [r[key] for r in refs if r["problem"] == name and key in r]
+            if values:
+                spread = (max(values) - min(values)) / statistics.median(values)
+                lines += ["", f"Reference {name}, {key[:-len('_median_ms')]} baseline, {len(values)} fresh reference workers: "
+                              f"{[round(v, 4) for v in values]} ms; spread {spread:.2%}"]
     return "\n".join(lines) + "\n"
 
 
@@ -293,6 +324,8 @@ def main() -> None:
     parser.add_argument("--part", choices=("all", "agreement", "examples", "repeats"), default="all")
     parser.add_argument("--head-start", default=f"{OPTIONS.head_start_mode}:{OPTIONS.head_start_ms:g}",
                         help="egg's head start, mode:ms (fixed:1, until_launched:2): the agreement's main columns and the repeats' judge")
+    parser.add_argument("--reference-repeats", default="", help="repeats: suite references whose baselines are also timed --repeats times in fresh workers")
+    parser.add_argument("--rounds", type=int, default=2, help="agreement: pairs of egg and do_bench per reference, alternating which goes first")
     parser.add_argument("--also", default="fixed:0", help="more head starts the agreement times each reference with, comma-separated ('' for none)")
     args = parser.parse_args()
     mode, ms = timing.parse_head_start(args.head_start)
@@ -323,7 +356,7 @@ def main() -> None:
     clocks_path = out / "clocks.csv"
     smi = start_clock_log(clocks_path) if args.part in ("all", "agreement") else None
     try:
-        report["agreement"] = agreement(problems, log, save, cross_check, also) if args.part in ("all", "agreement") else []
+        report["agreement"] = agreement(problems, log, save, cross_check, also, args.rounds) if args.part in ("all", "agreement") else []
     finally:
         if smi is not None:
             smi.terminate()
@@ -332,7 +365,7 @@ def main() -> None:
     if args.part in ("all", "examples"):
         report["examples"] = examples_and_repeats(2 if args.quick else args.repeats, log)
     elif args.part == "repeats":
-        report["examples"] = repeats_only(args.repeats, log, save)
+        report["examples"] = repeats_only(args.repeats, log, save, tuple(n for n in args.reference_repeats.split(",") if n))
     (out / f"{name}.json").write_text(json.dumps(report, indent=1))
     (out / f"{name}.md").write_text(summarize(report, clocks))
     print(summarize(report, clocks))

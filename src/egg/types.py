@@ -66,7 +66,7 @@ class EvalOptions:
     timing_trials: int = 100
     timed_input_sets: int = 3  # input contents rotated through the timed calls, each verified
     l2_flush_bytes: int = 256 * 1024 * 1024
-    warmup_ms: float = 250.0  # then calls back to back for this long, so the trials start from a loaded GPU's clocks
+    warmup_ms: float = 1000.0  # then calls back to back for this long, so the trials start from a loaded GPU's clocks
     head_start_mode: str = "until_launched"  # before each timed call the GPU spins until the host has launched the
     # call ("fixed": for head_start_ms), so host launch latency is not device time (egg.evaluator.timing.HeadStart)
     head_start_ms: float = 2.0  # the longest until_launched spin (a call that waits for the GPU is not deadlocked)

@@ -170,10 +170,12 @@ def settle(call: Callable[[], Any], prepare: Callable[[int], None], flush: L2Flu
     """Call back to back, each after its inputs and an L2 flush as in the trials, for about `ms` of device time (as
     do_bench warms up and repeats); returns the calls made.
 
-    A GPU that has been resting runs above the clock it holds under load until its power limiter catches up.
-    Measured on the H200 (bench/results/2026-11-30-s4): an fp16 GEMM at the power limit read 13% faster in a
-    100-trial loop run first than under do_bench right after (1896 against 1505 MHz), and 5% slower right after
-    do_bench. Settling first makes the trials start from a loaded GPU, whatever ran before."""
+    A GPU that has been resting runs above the clock it holds under load until its power limiter catches up, over
+    about a second. Measured on the H200 (bench/results/2026-11-30-s4): fp16 and bf16 GEMMs at the power limit read
+    9-13% faster in a 100-trial loop run first than under do_bench right after (1896 against 1505 MHz); with 1 s of
+    settling, the loop read the same from a rested and from a loaded GPU (1.001 and 1.012), with 0.1-0.5 s not.
+    Kernels below the power limit (most memory-bound ones) run at full clock either way.
+    """
     if ms <= 0:
         return 0
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
