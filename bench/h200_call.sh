@@ -4,10 +4,10 @@
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
 #     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
-# CLOCKS_ARGS, VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g. OPTIMIZE_ARGS='--only softmax'.
-# Two
-# instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE (where the wheels are installed);
-# OPTIMIZE_TAG names an optimize part's files apart (optimize$OPTIMIZE_TAG.tar.gz), GPUTESTS_PATHS picks the gpu tests.
+# CLOCKS_ARGS, VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g.
+# OPTIMIZE_ARGS='--only softmax'. Two instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE
+# (where the wheels are installed); OPTIMIZE_TAG names an optimize part's files apart (optimize$OPTIMIZE_TAG.tar.gz),
+# GPUTESTS_PATHS picks the gpu tests.
 set -u
 OUT=${OUT:?set OUT to the folder whose files come back}
 export PYTHONUNBUFFERED=1
