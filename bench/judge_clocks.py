@@ -62,6 +62,61 @@ def measure(name: str, settles: list[float], rounds: int, log) -> dict:
     return row
 
 
+def loop_variant_ms(model, sets, sync_every: int, rotate: bool, trials: int = 100) -> float:
+    """egg's loop (warm-up, until_launched head start, L2 flush, events) but with the device synced only every
+    `sync_every` trials, and the input sets rotated into the buffers or not: which of egg's pauses between trials
+    (the sync, the input copies) keeps a power-limited GPU's clock above do_bench's."""
+    from egg.evaluator import timing
+    from egg.evaluator.worker import load_set
+    from judge_h200 import OPTIONS
+
+    buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
+    flush = timing.L2Flush(OPTIONS.l2_flush_bytes, torch.device("cuda"))
+    head = timing.HeadStart(OPTIONS.head_start_ms, OPTIONS.head_start_mode)
+    prepare = (lambda i: load_set(buffers, sets[i % len(sets)])) if rotate else (lambda i: None)
+    with torch.no_grad():
+        timing.settle(lambda: model(*buffers), prepare, flush, OPTIONS.warmup_ms)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(trials)]
+        for i, (start, end) in enumerate(events):
+            prepare(i)
+            flush()
+            head.queue()
+            start.record()
+            model(*buffers)
+            end.record()
+            head.launched()
+            if (i + 1) % sync_every == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+JUDGE = "the judge's loop (time_model)"
+VARIANTS = {  # name -> (sync every, rotate the inputs)
+    "sync every trial, inputs rotated": (1, True),
+    "sync every 10 trials, inputs rotated": (10, True),
+    "sync every trial, inputs in place": (1, False),
+    "sync every 10 trials, inputs in place": (10, False),
+}
+
+
+def variants(name: str, rounds: int, log) -> dict:
+    """From a loaded GPU, each loop variant and do_bench, `rounds` times in turn."""
+    path = next(SUITE.glob(f"level*/{name}.py"))
+    model, sets = build(str(path), torch.device("cuda"))
+    row: dict = {"problem": name, "runs": {v: [] for v in [JUDGE, *VARIANTS, "do_bench"]}}
+    prepare("loaded", model, sets)
+    for _ in range(rounds):
+        row["runs"][JUDGE].append(egg_eager_ms(model, sets)["median_ms"])
+        for variant, (every, rotate) in VARIANTS.items():
+            row["runs"][variant].append(loop_variant_ms(model, sets, every, rotate))
+        row["runs"]["do_bench"].append(do_bench_ms(model, sets))
+        log(f"{name}: " + ", ".join(f"{v[:24]} {ms[-1]:.4f}" for v, ms in row["runs"].items()))
+    del model, sets
+    torch.cuda.empty_cache()
+    return row
+
+
 def summarize(report: dict, clocks: list) -> str:
     lines = ["# Timing a power-limited kernel from a rested and a loaded GPU", "", f"Command: `{report['command']}`; {report['gpu']}.", "",
              "do_bench (median, warmup=100 ms, rep=500 ms) from each state, then egg's loop (the judge's defaults but the",
@@ -83,6 +138,13 @@ def summarize(report: dict, clocks: list) -> str:
             lines.append(f"- egg, warm-up {settle:g} ms, every run: {min(runs):.4f}-{max(runs):.4f} ms, spread "
                          f"{(max(runs) - min(runs)) / statistics.median(runs):.1%}; median / do_bench's median {statistics.median(runs) / statistics.median(every):.3f}")
         lines.append("")
+    for row in report.get("variants", []):
+        bench = statistics.median(row["runs"]["do_bench"])
+        lines += [f"## {row['problem']}: which pause between trials makes the difference", "",
+                  "| loop | every run (ms) | median / do_bench's median |", "|---|---|---|"]
+        for variant, runs in row["runs"].items():
+            lines.append(f"| {variant} | {[round(v, 4) for v in runs]} | {statistics.median(runs) / bench:.3f} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -91,6 +153,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--problems", default="6_GEMM_Square_FP16,9_Linear_SiLU_Residual_BF16,23_Softmax")
     parser.add_argument("--settles", default="0,100,250,500,1000", help="warm-up lengths (ms, comma-separated)")
+    parser.add_argument("--variants", default="", help="problems to time with egg's loop variants (sync every N trials, inputs in place) against do_bench")
     parser.add_argument("--rounds", type=int, default=1, help="times over: do_bench from each state, then each warm-up from each state")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -105,6 +168,10 @@ def main() -> None:
     try:
         for name in [n for n in args.problems.split(",") if n]:
             report["rows"].append(measure(name, [float(v) for v in args.settles.split(",") if v], args.rounds, log))
+            args.out.joinpath("judge_clocks.json").write_text(json.dumps(report, indent=1))
+        report["variants"] = []
+        for name in [n for n in args.variants.split(",") if n]:
+            report["variants"].append(variants(name, max(args.rounds, 1), log))
             args.out.joinpath("judge_clocks.json").write_text(json.dumps(report, indent=1))
     finally:
         if smi is not None:
