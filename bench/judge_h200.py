@@ -325,6 +325,7 @@ def main() -> None:
     parser.add_argument("--head-start", default=f"{OPTIONS.head_start_mode}:{OPTIONS.head_start_ms:g}",
                         help="egg's head start, mode:ms (fixed:1, until_launched:2): the agreement's main columns and the repeats' judge")
     parser.add_argument("--reference-repeats", default="", help="repeats: suite references whose baselines are also timed --repeats times in fresh workers")
+    parser.add_argument("--only", default="", help="agreement: these suite references only (names, comma-separated)")
     parser.add_argument("--rounds", type=int, default=2, help="agreement: pairs of egg and do_bench per reference, alternating which goes first")
     parser.add_argument("--also", default="fixed:0", help="more head starts the agreement times each reference with, comma-separated ('' for none)")
     args = parser.parse_args()
@@ -344,6 +345,8 @@ def main() -> None:
         log_file.flush()
 
     problems = load_suite(SUITE)
+    if args.only:
+        problems = [p for p in problems if p.name in args.only.split(",")]
     if args.quick:
         problems = problems[:3]
     report = {"command": " ".join(sys.argv), "environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}}

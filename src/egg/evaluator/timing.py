@@ -223,7 +223,7 @@ def time_calls(
 ) -> Samples:
     """Time `call()` `trials` times after `warmup` untimed calls, then `warmup_ms` of calls back to back (`settle`).
 
-    Before each trial `prepare(i)` loads the trial's inputs (outside the clock) and L2 is flushed. The device time
+    Before each trial `prepare(i)` loads the trial's inputs (outside the clock, in stream order) and L2 is flushed. The device time
     is taken between CUDA events on the current stream; the host time runs to a sync of the whole device, so work
     pushed to other streams or threads shows up as a gap between the two. `on_output(i, out)` sees every trial's
     output after that sync (it can verify or keep it).
@@ -243,10 +243,9 @@ def time_calls(
     before, start, end = (_Event(enable_timing=True) for _ in range(3))
     event_ms, wall_ms, launch_ms = [], [], []
     for i in range(trials):
-        prepare(i)
-        _synchronize()
-        t0 = _perf_counter()  # the device is idle: `before` fires as soon as it is queued
+        t0 = _perf_counter()  # the device is idle (synced after the last trial): `before` fires as soon as it is queued
         _record(before)
+        prepare(i)  # queued, not waited for: a sync here would rest a power-limited GPU once more per trial
         flush()
         head.queue()
         t1 = _perf_counter()
@@ -257,7 +256,7 @@ def time_calls(
         head.launched()
         _synchronize()
         done = _perf_counter()
-        # host time to the full-device sync, less the flush and head start as the device ran them: from `start` on
+        # host time to the full-device sync, less the inputs, flush and head start as the device ran them: from `start` on
         wall_ms.append((done - t0) * 1e3 - _elapsed(before, start))
         launch_ms.append((launched - t1) * 1e3)
         event_ms.append(_elapsed(start, end))
