@@ -172,8 +172,8 @@ def settle(call: Callable[[], Any], prepare: Callable[[int], None], flush: L2Flu
 
     A GPU that has been resting runs above the clock it holds under load until its power limiter catches up, over
     about a second. Measured on the H200 (bench/results/2026-11-30-s4): fp16 and bf16 GEMMs at the power limit read
-    9-13% faster in a 100-trial loop run first than under do_bench right after (1896 against 1505 MHz); with 1 s of
-    settling, the loop read the same from a rested and from a loaded GPU (1.001 and 1.012), with 0.1-0.5 s not.
+    9-13% faster in a 100-trial loop run first than under do_bench right after (1896 against 1505 MHz). With 1 s of
+    settling, six runs from a rested and from a loaded GPU spread 1.7-2.5% (do_bench's own runs: 2.3-5.2%).
     Kernels below the power limit (most memory-bound ones) run at full clock either way.
     """
     if ms <= 0:
@@ -223,9 +223,9 @@ def time_calls(
 ) -> Samples:
     """Time `call()` `trials` times after `warmup` untimed calls, then `warmup_ms` of calls back to back (`settle`).
 
-    Before each trial `prepare(i)` loads the trial's inputs (outside the clock, in stream order) and L2 is flushed. The device time
-    is taken between CUDA events on the current stream; the host time runs to a sync of the whole device, so work
-    pushed to other streams or threads shows up as a gap between the two. `on_output(i, out)` sees every trial's
+    Before each trial `prepare(i)` loads the trial's inputs (outside the clock, in stream order) and L2 is flushed.
+    The device time is taken between CUDA events on the current stream; the host time runs to a sync of the whole
+    device, so work pushed to other streams or threads shows up as a gap between the two. `on_output(i, out)` sees every trial's
     output after that sync (it can verify or keep it).
 
     The flush, then a head start (`HeadStart(head_start_ms, head_start_mode)`), are queued but not waited for: the
@@ -256,7 +256,7 @@ def time_calls(
         head.launched()
         _synchronize()
         done = _perf_counter()
-        # host time to the full-device sync, less the inputs, flush and head start as the device ran them: from `start` on
+        # host time to the full-device sync, less the inputs, flush and head start as the device ran them (from `start`)
         wall_ms.append((done - t0) * 1e3 - _elapsed(before, start))
         launch_ms.append((launched - t1) * 1e3)
         event_ms.append(_elapsed(start, end))
