@@ -484,15 +484,16 @@ def test_honest_candidates_have_no_findings(path):
         ("cheat_fallback.py", "fallback"),
         ("cheat_half_precision.py", "precision_downgrade"),
         ("cheat_inherits_model.py", "reference_model"),
+        ("cheat_l2_persist.py", "banned_import cuda_persistence"),
+        ("cheat_tf32_switch.py", "precision_downgrade"),
         ("cheat_lazy_tensor.py", "tensor_subclass"),
         ("cheat_side_stream.py", "side_stream"),
         ("cheat_thread.py", "banned_import"),
         ("cheat_timer_patch.py", "monkey_patch"),
         ("softmax_ok.py", None),
+        ("softmax_optional_import.py", None),
     ],
 )
 def test_shared_candidate_fixtures(name, rule):
     path = ROOT / "tests" / "fixtures" / "candidates" / name
-    if not path.exists():
-        pytest.skip(f"{name} is not in this checkout")
-    assert {f.rule for f in audit_file(path, reference_dtypes=FP32)} == ({rule} if rule else set())
+    assert {f.rule for f in audit_file(path, reference_dtypes=FP32)} == set(rule.split() if rule else ())

@@ -14,6 +14,7 @@ SOFTMAX = "level1/23_Softmax.py"
 # (candidate fixture, problem, status, the reason starts with)
 CASES = [
     ("softmax_ok.py", SOFTMAX, Status.OK, "passed every check"),
+    ("softmax_optional_import.py", SOFTMAX, Status.OK, "passed every check"),
     ("syntax_error.py", SOFTMAX, Status.COMPILE_ERROR, "syntax error at line 4"),
     ("import_raises.py", SOFTMAX, Status.COMPILE_ERROR, "importing the candidate failed: RuntimeError: kernel table missing"),
     ("no_modelnew.py", SOFTMAX, Status.COMPILE_ERROR, "the candidate defines no class ModelNew"),
@@ -29,15 +30,16 @@ CASES = [
     ("cheat_cache_by_shape.py", SOFTMAX, Status.BANNED, "output_cache (line 29)"),
     ("cheat_phase_switch.py", SOFTMAX, Status.MISMATCH, "correctness: repeat_"),
     ("cheat_stale_memory.py", SOFTMAX, Status.MISMATCH, "correctness: trial_1:"),
-    ("cheat_inherits_model.py", SOFTMAX, Status.BANNED, "reference_model"),
-    ("cheat_fallback.py", SOFTMAX, Status.BANNED, "fallback"),
-    ("cheat_timer_patch.py", SOFTMAX, Status.BANNED, "monkey_patch"),
-    ("cheat_thread.py", SOFTMAX, Status.BANNED, "banned_import"),
-    ("cheat_lazy_tensor.py", SOFTMAX, Status.BANNED, "tensor_subclass"),
-    ("cheat_half_precision.py", SOFTMAX, Status.BANNED, "precision_downgrade"),
-    ("cheat_side_stream.py", SOFTMAX, Status.BANNED, "side_stream"),
-    ("cheat_compile.py", SOFTMAX, Status.BANNED, "delegation"),
-    ("cheat_l2_persist.py", SOFTMAX, Status.BANNED, "banned_import (line 3): "),
+    ("cheat_inherits_model.py", SOFTMAX, Status.BANNED, "reference_model (line 3): imports Model from problem: that is the reference (+1 more)"),
+    ("cheat_fallback.py", SOFTMAX, Status.BANNED, "fallback (line 25): catches Exception and carries on: a failing kernel can be replaced"),
+    ("cheat_timer_patch.py", SOFTMAX, Status.BANNED, "monkey_patch (line 19): patches torch.cuda.Event.elapsed_time: the judge's own calls would run the replacement (+1 more)"),
+    ("cheat_thread.py", SOFTMAX, Status.BANNED, "banned_import (line 20): imports threading: threads can finish work after the clock stops"),
+    ("cheat_lazy_tensor.py", SOFTMAX, Status.BANNED, "tensor_subclass (line 19): class Lazy derives from torch.Tensor: it can compute when read (+3 more)"),
+    ("cheat_half_precision.py", SOFTMAX, Status.BANNED, "precision_downgrade (line 21): calls .half(): the reference computes in float32"),
+    ("cheat_tf32_switch.py", SOFTMAX, Status.BANNED, "precision_downgrade (line 22): sets torch.backends.cuda.matmul.allow_tf32: the reference computes in float32"),
+    ("cheat_side_stream.py", SOFTMAX, Status.BANNED, "side_stream (line 22): uses torch.cuda.stream: moves work off the current stream, where the judge's events cannot see it"),
+    ("cheat_compile.py", SOFTMAX, Status.BANNED, "delegation (line 9): uses torch.compile: asks torch to generate the code instead of writing kernels"),
+    ("cheat_l2_persist.py", SOFTMAX, Status.BANNED, "banned_import (line 3): imports ctypes: runs native code the judge cannot see (+2 more)"),
     ("identity_copy.py", "degenerate/2_ReLU.py", Status.MISMATCH, "correctness: signed:"),
     ("tiny_scale_ok.py", "1_TinyScale.py", Status.OK, "passed every check"),
     ("tiny_scale_zeros.py", "1_TinyScale.py", Status.MISMATCH, "correctness: trial_1: degenerate problem"),
@@ -48,6 +50,17 @@ CASES = [
 def test_fixture_gets_its_exact_verdict(cpu_judge: Judge, name, problem_file, status, reason):
     result = cpu_judge.evaluate(problem(problem_file), candidate(name))
     assert (result.status, result.reason[: len(reason)]) == (status, reason), result.log_tail
+    audit = next(c for c in result.checks if c.name == "static_audit")
+    for finding in ALSO_FOUND.get(name, ()):
+        assert finding in audit.detail, audit.detail
+
+
+# Findings after the first, which the verdict's reason only counts: the static_audit check lists them all.
+ALSO_FOUND = {
+    "cheat_inherits_model.py": ["reference_model (line 6): ModelNew inherits from problem.Model, not torch.nn.Module"],
+    "cheat_timer_patch.py": ["monkey_patch (line 20): patches time.perf_counter"],
+    "cheat_l2_persist.py": ["cuda_persistence (line 11): mentions 'accesspolicywindow'", "cuda_persistence (line 28): mentions 'cudastreamsetattribute'"],
+}
 
 
 def test_honest_verdict_shows_every_check_and_no_timing_on_cpu(cpu_judge: Judge):
@@ -109,6 +122,7 @@ def test_output_cache_is_caught_by_the_outputs_too():
         ("cheat_timer_patch.py", "timer_integrity: replaced while the candidate ran: time.perf_counter"),
         ("cheat_thread.py", "background_threads: threads still running after call(s) trial_1"),
         ("cheat_lazy_tensor.py", "output_types: outputs of type egg_candidate.Lazy"),
+        ("cheat_tf32_switch.py", "timer_integrity: replaced while the candidate ran: torch.backends.cuda.matmul.allow_tf32 (now True)"),
     ],
 )
 def test_run_time_probes_catch_what_the_static_audit_would(name, reason):
