@@ -46,8 +46,10 @@ def test_side_stream_work_is_caught_at_run_time():
 
 
 def test_stale_memory_is_poisoned(gpu_judge):
+    """The block the candidate's torch.empty gets back was filled with NaN first, so an output never written reads NaN."""
     result = gpu_judge.evaluate(problem(SOFTMAX), candidate("cheat_stale_memory.py"))
     assert result.status is Status.MISMATCH and result.reason.startswith("correctness: trial_1:"), result.reason
+    assert "non-finite mismatch" in result.reason and "candidate nan" in result.reason, result.reason
 
 
 def test_patched_cuda_timer_is_caught_at_run_time():
@@ -58,8 +60,10 @@ def test_patched_cuda_timer_is_caught_at_run_time():
 
 
 def test_phase_switch_is_caught_in_the_timed_calls(gpu_judge):
-    result = gpu_judge.evaluate(problem(SOFTMAX), candidate("cheat_phase_switch.py"))
-    assert result.status is Status.MISMATCH, result.reason
+    """Right for every correctness call, wrong from the 41st call on: only the timed calls' outputs show it."""
+    result = gpu_judge.evaluate(problem(SOFTMAX), candidate("gpu_phase_switch_late.py"))
+    assert result.status is Status.MISMATCH and result.reason.startswith("correctness: timed_"), result.reason
+    assert all(t.passed for t in result.trials if not t.name.startswith("timed_"))
 
 
 def test_graph_replay_is_timed_when_asked():
