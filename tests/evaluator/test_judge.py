@@ -46,6 +46,14 @@ CASES = [
 ]
 
 
+# Findings after the first, which the verdict's reason only counts: the static_audit check lists them all.
+ALSO_FOUND = {
+    "cheat_inherits_model.py": ["reference_model (line 6): ModelNew inherits from problem.Model, not torch.nn.Module"],
+    "cheat_timer_patch.py": ["monkey_patch (line 20): patches time.perf_counter"],
+    "cheat_l2_persist.py": ["cuda_persistence (line 11): mentions 'accesspolicywindow'", "cuda_persistence (line 28): mentions 'cudastreamsetattribute'"],
+}
+
+
 @pytest.mark.parametrize("name, problem_file, status, reason", CASES, ids=[c[0] for c in CASES])
 def test_fixture_gets_its_exact_verdict(cpu_judge: Judge, name, problem_file, status, reason):
     result = cpu_judge.evaluate(problem(problem_file), candidate(name))
@@ -53,14 +61,6 @@ def test_fixture_gets_its_exact_verdict(cpu_judge: Judge, name, problem_file, st
     audit = next(c for c in result.checks if c.name == "static_audit")
     for finding in ALSO_FOUND.get(name, ()):
         assert finding in audit.detail, audit.detail
-
-
-# Findings after the first, which the verdict's reason only counts: the static_audit check lists them all.
-ALSO_FOUND = {
-    "cheat_inherits_model.py": ["reference_model (line 6): ModelNew inherits from problem.Model, not torch.nn.Module"],
-    "cheat_timer_patch.py": ["monkey_patch (line 20): patches time.perf_counter"],
-    "cheat_l2_persist.py": ["cuda_persistence (line 11): mentions 'accesspolicywindow'", "cuda_persistence (line 28): mentions 'cudastreamsetattribute'"],
-}
 
 
 def test_honest_verdict_shows_every_check_and_no_timing_on_cpu(cpu_judge: Judge):
