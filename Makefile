@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 
 # egg's main job on a bundled problem, offline: a scripted model (examples/scripts/) drives every stage on the CPU;
 # then the winner is judged once more by `egg check`.
-DEMO_PROBLEM := problems/tiny/level1/23_Softmax.py
+DEMO_PROBLEM := data/problems/tiny/level1/23_Softmax.py
 demo: setup
 	rm -rf egg-out/demo
 	$(VENV)/bin/egg optimize $(DEMO_PROBLEM) --script examples/scripts/softmax_demo.yaml --device cpu --seeds 3 --rounds 1 --out egg-out/demo

@@ -15,9 +15,9 @@ WHEELS=${WHEELS:-.whl}
 if [ -d "$WHEELS" ]; then  # the image lacks pydantic; its own pytest and plugins stay
   wheels=$(ls "$WHEELS"/*.whl | grep -v -E '/(pytest|pluggy|iniconfig|packaging)-')
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "${SITE:-/tmp/site}" $wheels || exit 3
-  export PYTHONPATH=${SITE:-/tmp/site}:$PWD/src
+  export PYTHONPATH=${SITE:-/tmp/site}:$PWD
 else
-  export PYTHONPATH=$PWD/src
+  export PYTHONPATH=$PWD
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/machine.txt" 2>&1
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$OUT/machine.txt" 2>&1
@@ -51,7 +51,7 @@ for p in "$@"; do
     profile)
       part profile "${PROFILE_S:-300}" python3 bench/profile_h200.py --out "$OUT/profile" ;;
     profilecli)  # `egg profile` as a user runs it: the human report with NCU counters, then the JSON (from the cache)
-      part profilecli "${PROFILECLI_S:-120}" bash -c 'python3 -m egg.cli profile examples/candidates/softmax_triton.py --ref problems/suite/level1/23_Softmax.py --mode ncu && python3 -m egg.cli profile examples/candidates/softmax_triton.py --ref problems/suite/level1/23_Softmax.py --mode ncu --json > "$0/profile_softmax.json"' "$OUT/profilecli" ;;
+      part profilecli "${PROFILECLI_S:-120}" bash -c 'python3 -m pipeline.cli profile examples/candidates/softmax_triton.py --ref data/problems/suite/level1/23_Softmax.py --mode ncu && python3 -m pipeline.cli profile examples/candidates/softmax_triton.py --ref data/problems/suite/level1/23_Softmax.py --mode ncu --json > "$0/profile_softmax.json"' "$OUT/profilecli" ;;
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
     optimize)

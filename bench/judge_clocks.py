@@ -3,7 +3,7 @@
 egg's timing loop on suite references, from a rested GPU (3 s idle) and from a loaded one (1 s of calls back to
 back), for several warm-up lengths (EvalOptions.warmup_ms), against triton.testing.do_bench from each state, with the
 GPU's SM clock and power while each ran (nvidia-smi every 50 ms). Run on the GPU machine from the repository root:
-    PYTHONPATH=src python bench/judge_clocks.py --out OUTDIR [--problems 6_GEMM_Square_FP16] [--settles 0,250,1000] [--rounds 3]
+    PYTHONPATH=. python bench/judge_clocks.py --out OUTDIR [--problems 6_GEMM_Square_FP16] [--settles 0,250,1000] [--rounds 3]
 Writes OUTDIR/judge_clocks.json (every number) and OUTDIR/judge_clocks.md.
 """
 
@@ -20,7 +20,7 @@ import torch
 
 from judge_h200 import SUITE, build, clock_in, do_bench_ms, egg_eager_ms, read_clocks, start_clock_log  # this folder
 
-from egg.evaluator.probes import hold_fp32_to_fp32
+from pipeline.judge.probes import hold_fp32_to_fp32
 
 STATES = ("rested", "loaded")
 
@@ -66,8 +66,8 @@ def loop_variant_ms(model, sets, sync_every: int, rotate: bool, trials: int = 10
     """egg's loop (warm-up, until_launched head start, L2 flush, events) but with the device synced only every
     `sync_every` trials, and the input sets rotated into the buffers or not: which of egg's pauses between trials
     (the sync, the input copies) keeps a power-limited GPU's clock above do_bench's."""
-    from egg.evaluator import timing
-    from egg.evaluator.worker import load_set
+    from pipeline.judge import timing
+    from pipeline.judge.worker import load_set
     from judge_h200 import OPTIONS
 
     buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]

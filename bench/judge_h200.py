@@ -1,7 +1,7 @@
 """Measures the judge on a CUDA GPU: agreement with triton.testing.do_bench, repeatability, overhead, throughput.
 
 Run on the GPU machine from the repository root:
-    PYTHONPATH=src python bench/judge_h200.py --out OUTDIR [--quick] [--part agreement] [--head-start until_launched:2]
+    PYTHONPATH=. python bench/judge_h200.py --out OUTDIR [--quick] [--part agreement] [--head-start until_launched:2]
 It writes OUTDIR/judge_h200.json (every number) and OUTDIR/judge_h200.md (the tables); both are committed under
 bench/results/ with the command that made them.
 """
@@ -22,15 +22,15 @@ from pathlib import Path
 import torch
 import triton.testing
 
-from egg.evaluator.judge import Judge, _seeds
-from egg.evaluator.probes import hold_fp32_to_fp32
-from egg.evaluator import timing
-from egg.evaluator.worker import load_module, make_inputs, time_model
-from egg.problems.loader import load_candidate, load_problem, load_suite
-from egg.types import EvalOptions, to_jsonable
+from pipeline.judge.judge import Judge, _seeds
+from pipeline.judge.probes import hold_fp32_to_fp32
+from pipeline.judge import timing
+from pipeline.judge.worker import load_module, make_inputs, time_model
+from pipeline.problems.loader import load_candidate, load_problem, load_suite
+from pipeline.types import EvalOptions, to_jsonable
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "problems" / "suite"
+SUITE = ROOT / "data" / "problems" / "suite"
 EXAMPLES = ROOT / "examples" / "candidates"
 OPTIONS = EvalOptions()  # the judge's defaults: warm-up, trials, timed input sets, L2 flush size
 SEED = OPTIONS.seed
@@ -158,9 +158,9 @@ def example_pairs() -> list[tuple[Path, Path]]:
     pairs = []
     for cand in sorted(EXAMPLES.glob("*.py")):
         head = cand.read_text().splitlines()[:5]
-        tiny = next((w for line in head for w in line.replace(",", " ").split() if w.startswith("problems/tiny/")), None)
+        tiny = next((w for line in head for w in line.replace(",", " ").split() if w.startswith("data/problems/tiny/")), None)
         if tiny:
-            suite = ROOT / tiny.replace("problems/tiny/", "problems/suite/").rstrip(".:")
+            suite = ROOT / tiny.replace("data/problems/tiny/", "data/problems/suite/").rstrip(".:")
             if suite.exists():
                 pairs.append((cand, suite))
     return pairs

@@ -1,7 +1,7 @@
 """Where does the run-to-run spread of a candidate's median come from? Three ways of timing one candidate.
 
 Run on the GPU machine from the repository root (about a minute):
-    PYTHONPATH=src python bench/judge_variance.py --out OUTDIR [--processes 6] [--blocks 6]
+    PYTHONPATH=. python bench/judge_variance.py --out OUTDIR [--processes 6] [--blocks 6]
 
   processes: N fresh Python processes, each builds the candidate and its inputs as the judge's worker does and
              times it with the worker's own `time_model` (no judge, no sandbox, nothing else on the GPU);
@@ -34,16 +34,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATE = ROOT / "examples" / "candidates" / "softmax_triton.py"
-PROBLEM = ROOT / "problems" / "suite" / "level1" / "23_Softmax.py"
+PROBLEM = ROOT / "data" / "problems" / "suite" / "level1" / "23_Softmax.py"
 
 
 def build():
     import torch
 
-    from egg.evaluator.judge import _seeds
-    from egg.evaluator.probes import hold_fp32_to_fp32
-    from egg.evaluator.worker import load_module, make_inputs
-    from egg.types import EvalOptions
+    from pipeline.judge.judge import _seeds
+    from pipeline.judge.probes import hold_fp32_to_fp32
+    from pipeline.judge.worker import load_module, make_inputs
+    from pipeline.types import EvalOptions
 
     options = EvalOptions()
     hold_fp32_to_fp32()
@@ -64,8 +64,8 @@ def build():
 def time_samples(options, model, sets, head_start: str | None = None, launches: list | None = None) -> list[float]:
     import torch
 
-    from egg.evaluator import timing
-    from egg.evaluator.worker import time_model
+    from pipeline.judge import timing
+    from pipeline.judge.worker import time_model
 
     opts = dataclasses.asdict(options)
     if head_start is not None:  # "mode:ms" (timing.parse_head_start)
@@ -92,7 +92,7 @@ def time_placements(options, model, sets, count: int, *, fresh_first: bool, move
     `facts` (if given) gets, per block, the output's address and the copy bandwidth measured right after it."""
     import torch
 
-    from egg.evaluator import timing
+    from pipeline.judge import timing
 
     blocks_ms, spacers, held = [], [], []
     for k in range(count):
@@ -171,10 +171,10 @@ def rotation(names: list[str]) -> list[dict]:
 
     from judge_h200 import build as build_reference  # this folder: the agreement bench builds references the same way
 
-    from egg.evaluator import timing
-    from egg.evaluator.probes import hold_fp32_to_fp32
-    from egg.evaluator.worker import time_model
-    from egg.types import EvalOptions
+    from pipeline.judge import timing
+    from pipeline.judge.probes import hold_fp32_to_fp32
+    from pipeline.judge.worker import time_model
+    from pipeline.types import EvalOptions
 
     options = EvalOptions()
     opts = dataclasses.asdict(options)
@@ -182,7 +182,7 @@ def rotation(names: list[str]) -> list[dict]:
     device = torch.device("cuda")
     rows = []
     for name in names:
-        path = next((ROOT / "problems" / "suite").glob(f"level*/{name}.py"))
+        path = next((ROOT / "data" / "problems" / "suite").glob(f"level*/{name}.py"))
         model, sets = build_reference(str(path), device)
         buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
         flush = timing.L2Flush(options.l2_flush_bytes, device)

@@ -2,9 +2,9 @@
 candidate measured by the real judge, and the per-stage (cumulative ablation) speedups.
 
 Run on the GPU machine from the repository root:
-    PYTHONPATH=src python bench/optimize_h200.py --out $OUT
+    PYTHONPATH=. python bench/optimize_h200.py --out $OUT
 
-For each problem (softmax, layernorm, gelu_scale_bias) it runs egg.pipeline.run.optimize in this process, one after
+For each problem (softmax, layernorm, gelu_scale_bias) it runs pipeline.stages.run.optimize in this process, one after
 another, with the script examples/scripts/h200_<name>.yaml (built by examples/scripts/make_h200_scripts.py),
 EvalOptions(device="cuda") and Budget(seeds=2, rounds=1, debug_rounds=1). Each run's folder (store, candidates,
 best.py) goes under --work; --out gets at most 6 flat files: optimize_h200.md and .json (the summary, rewritten after
@@ -14,10 +14,10 @@ each problem so a cut command keeps what it measured), optimize_h200.log (every 
 Time: --deadline-s (default 510) is shared evenly among the problems still to run (what one leaves unused goes to
 the next), as each run's Budget.max_wall_s, less a reserve for the judging in flight and the winner's re-verification; a problem is skipped when too little is left. If that happens,
 run the rest with --only NAME[,NAME] in another command and combine the JSON files (no GPU needed):
-    PYTHONPATH=src python bench/optimize_h200.py --merge A/optimize_h200.json B/optimize_h200.json --out DIR
+    PYTHONPATH=. python bench/optimize_h200.py --merge A/optimize_h200.json B/optimize_h200.json --out DIR
 
 Smoke test without a GPU (the tiny twins under Triton's interpreter, no timings):
-    PYTHONPATH=src python bench/optimize_h200.py --out /tmp/o --work /tmp/w --device cpu --problems tiny
+    PYTHONPATH=. python bench/optimize_h200.py --out /tmp/o --work /tmp/w --device cpu --problems tiny
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from typing import Any
 
 import torch
 
-from egg.pipeline.run import ModelChoice, optimize
-from egg.pipeline.stages import STAGE_NAMES, Budget
-from egg.report.optimize import Outcome
-from egg.types import EvalOptions
+from pipeline.stages.run import ModelChoice, optimize
+from pipeline.stages.method import STAGE_NAMES, Budget
+from pipeline.report.optimize import Outcome
+from pipeline.types import EvalOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "examples" / "scripts"
 KERNELS = SCRIPTS / "h200"
-# name -> problem file, in problems/suite/level1 (full size) and problems/tiny/level1 (CPU twins)
+# name -> problem file, in data/problems/suite/level1 (full size) and data/problems/tiny/level1 (CPU twins)
 PROBLEMS = {"softmax": "23_Softmax.py", "layernorm": "8_LayerNorm.py", "gelu_scale_bias": "16_GELU_Scale_Bias.py"}
 KERNEL_PREFIX = {"softmax": "softmax_", "layernorm": "layernorm_", "gelu_scale_bias": "gelu_"}
 # Tuning inside the pipeline judges each configuration in full (10-60 s each on these sizes): off by default here
@@ -90,7 +90,7 @@ class EventLog:
 
 def run_problem(name: str, args: argparse.Namespace, wall_s: float, log: EventLog) -> dict[str, Any]:
     """One scripted optimization; a failure of the whole run is recorded, not raised (the others still run)."""
-    problem = ROOT / "problems" / args.problems / "level1" / PROBLEMS[name]
+    problem = ROOT / "data" / "problems" / args.problems / "level1" / PROBLEMS[name]
     run_dir = Path(args.work) / name
     shutil.rmtree(run_dir, ignore_errors=True)
     budget = dataclasses.replace(BUDGET, max_wall_s=wall_s, roofline_stop=args.roofline_stop, tune_evals=args.tune_evals)

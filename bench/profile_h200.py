@@ -2,7 +2,7 @@
 CPU static report checked against what the device builds.
 
 Run on the GPU machine from the repository root (about 3-5 minutes):
-    PYTHONPATH=src python bench/profile_h200.py --out OUTDIR
+    PYTHONPATH=. python bench/profile_h200.py --out OUTDIR
 It writes at most 8 files, flat, into OUTDIR:
     h200_copy.csv h200_gemm.csv h200_chase.csv h200_tiny.csv   raw `ncu --csv --page raw` of each fixture kernel
     h200_copy.ncu-rep                                          the copy's raw report (for the .ncu-rep reader)
@@ -27,19 +27,19 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
-from egg.evaluator.sandbox import clean_environment
-from egg.profiler import ceilings as ceiling_store
-from egg.profiler import ncu
-from egg.profiler.cache import cache_root
-from egg.profiler.classify import Context, classify_profiles
-from egg.profiler.counters import profiles_from_rows
-from egg.profiler.profiling import ProfileOptions, read_json, write_spec
-from egg.profiler.survey import survey_candidate
+from pipeline.judge.sandbox import clean_environment
+from pipeline.profiler import ceilings as ceiling_store
+from pipeline.profiler import ncu
+from pipeline.profiler.cache import cache_root
+from pipeline.profiler.classify import Context, classify_profiles
+from pipeline.profiler.counters import profiles_from_rows
+from pipeline.profiler.profiling import ProfileOptions, read_json, write_spec
+from pipeline.profiler.survey import survey_candidate
 
 FIXTURES = ROOT / "tests" / "fixtures" / "profiler"
-SUITE = ROOT / "problems" / "suite" / "level1"
+SUITE = ROOT / "data" / "problems" / "suite" / "level1"
 CASES = {  # name -> (candidate, problem, expected class); tests/fixtures/ncu/expected.json says the same
     "copy": (FIXTURES / "copy_triton.py", FIXTURES / "copy_problem.py", "memory_bound"),
     "gemm": (FIXTURES / "gemm_fp16_triton.py", SUITE / "6_GEMM_Square_FP16.py", "compute_bound_tensor"),
@@ -106,8 +106,8 @@ def egg_profile(out: Path, results: dict) -> None:
     candidate, problem = EXAMPLE
     cache = Path(tempfile.mkdtemp(prefix="egg-bench-cache-"))
     shutil.copytree(cache_root() / "ceilings", cache / "ceilings")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "EGG_CACHE": str(cache), "COLUMNS": "110"}
-    command = [sys.executable, "-m", "egg.cli", "profile", str(candidate), "--ref", str(problem)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EGG_CACHE": str(cache), "COLUMNS": "110"}
+    command = [sys.executable, "-m", "pipeline.cli", "profile", str(candidate), "--ref", str(problem)]
     timings = {}
     for mode in ("ncu", "torch_profiler", "static_only"):
         start = time.monotonic()
@@ -127,7 +127,7 @@ def egg_profile(out: Path, results: dict) -> None:
 
 def markdown(results: dict) -> str:
     c = results.get("ceilings", {})
-    lines = ["# The profiler on the H200", "", f"Command: `PYTHONPATH=src python bench/profile_h200.py --out OUTDIR` ({results['wall_s']} s)", ""]
+    lines = ["# The profiler on the H200", "", f"Command: `PYTHONPATH=. python bench/profile_h200.py --out OUTDIR` ({results['wall_s']} s)", ""]
     if c:
         flops = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in c["matmul_flops_per_s"].items())
         lines += [f"Ceilings ({c['device']}, {c['sms']} SMs): copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s; {flops}.", ""]

@@ -1,7 +1,7 @@
 """Measures the tuning engine on the H200: every strategy against exhaustive search and triton.autotune.
 
 Run on the GPU machine from the repository root:
-    PYTHONPATH=src python bench/tune_h200.py --out OUTDIR
+    PYTHONPATH=. python bench/tune_h200.py --out OUTDIR
 For three example kernels on their full-size suite problems (a GEMM, a row softmax, an elementwise chain) and one
 space per kernel, it
   1. compiles the whole space for sm_90 on the CPU cores (pruning: spills, shared memory, duplicate binaries;
@@ -18,7 +18,7 @@ Without a GPU: `--simulate` runs the same orchestration with a scripted device (
 facts) and no autotune, to check the script itself; `--dry-run` only builds spaces and recipes.
 
 `--replay PATH` (no GPU) replays every strategy over many seeds against the exhaustive tables of an earlier run's
-tune_h200.json (`egg.search.replay`: same pruning and duplicate binaries, recorded times with 0.7% noise) and writes
+tune_h200.json (`pipeline.tuning.replay`: same pruning and duplicate binaries, recorded times with 0.7% noise) and writes
 OUTDIR/tune_replay.md: a replay of measurements, not a new measurement.
 """
 
@@ -36,19 +36,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
-from egg.search.measure import BatchMeasurer, MeasureSettings  # noqa: E402
-from egg.search.measurement import Measurement  # noqa: E402
-from egg.search.prune import Compiled, PrunedEvaluator, Sm90Compiler  # noqa: E402
-from egg.search.recipe import LaunchRecipe, TensorSpec  # noqa: E402
-from egg.search.rewrite import RewriteError, bake_config  # noqa: E402
-from egg.search.scripted import ScriptedEvaluator  # noqa: E402
-from egg.search.space import Config, Constraint, IntRange, PowerOfTwo, Space  # noqa: E402
-from egg.search.strategy import Budget, make_strategy  # noqa: E402
+from pipeline.tuning.measure import BatchMeasurer, MeasureSettings  # noqa: E402
+from pipeline.tuning.measurement import Measurement  # noqa: E402
+from pipeline.tuning.prune import Compiled, PrunedEvaluator, Sm90Compiler  # noqa: E402
+from pipeline.tuning.recipe import LaunchRecipe, TensorSpec  # noqa: E402
+from pipeline.tuning.rewrite import RewriteError, bake_config  # noqa: E402
+from pipeline.tuning.scripted import ScriptedEvaluator  # noqa: E402
+from pipeline.tuning.space import Config, Constraint, IntRange, PowerOfTwo, Space  # noqa: E402
+from pipeline.tuning.strategy import Budget, make_strategy  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "candidates"
-SUITE = ROOT / "problems" / "suite" / "level1"
+SUITE = ROOT / "data" / "problems" / "suite" / "level1"
 STRATEGIES = ("random", "pattern", "surrogate")
 
 
@@ -229,8 +229,8 @@ def run_autotune(case: Case) -> dict:
     import torch
     import triton
 
-    from egg.search.recipe import materialize
-    from egg.search.worker import load_kernel
+    from pipeline.tuning.recipe import materialize
+    from pipeline.tuning.worker import load_kernel
 
     kernel = load_kernel(str(case.kernel_path), case.recipe.kernel)
     configs = list(case.space.configs())
@@ -347,7 +347,7 @@ def markdown(report: dict) -> str:
 
 def replay_report(path: Path, seeds: int, kernels: list[str]) -> str:
     """Every strategy replayed `seeds` times on each kernel's recorded exhaustive table, as markdown."""
-    from egg.search.replay import load_tables, quarter_budget, replay_many
+    from pipeline.tuning.replay import load_tables, quarter_budget, replay_many
 
     tables = load_tables(path)
     lines = [f"# Replay of H200 measurements: {path}", "",

@@ -13,6 +13,13 @@ from pathlib import Path
 
 import pytest
 
+import pipeline
+
+# Fail the whole run, loudly, when the tests would exercise some other `pipeline` than this repository's.
+REPO = Path(__file__).resolve().parent.parent
+if pipeline.ROOT != REPO:
+    raise RuntimeError(f"the tests imported `pipeline` from {pipeline.ROOT}, not from this repository ({REPO})")
+
 
 def _llama_paths() -> dict[str, str]:
     # The build script is the one place that knows where the binary and model live.

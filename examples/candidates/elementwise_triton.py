@@ -1,4 +1,4 @@
-# Candidate for problems/tiny/level1/16_GELU_Scale_Bias.py (also valid for the suite version).
+# Candidate for data/problems/tiny/level1/16_GELU_Scale_Bias.py (also valid for the suite version).
 # Exact GELU, scale and per-column bias in one pass: one read of x, one write, instead of three of each.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# Candidate for problems/tiny/level2/1_Linear_GELU_Scale.py (also valid for the suite version).
+# Candidate for data/problems/tiny/level2/1_Linear_GELU_Scale.py (also valid for the suite version).
 # The honest "library GEMM + fused Triton epilogue": the matmul stays in torch (cuBLAS), and bias + tanh-GELU +
 # scale run as ONE Triton kernel over the GEMM output instead of three eager kernels.
 import torch

@@ -1,4 +1,4 @@
-# Candidate for problems/tiny/level1/8_LayerNorm.py (also valid for problems/suite/level1/8_LayerNorm.py).
+# Candidate for data/problems/tiny/level1/8_LayerNorm.py (also valid for data/problems/suite/level1/8_LayerNorm.py).
 # One program per row; mean and variance from the row held in registers (two-pass, so no cancellation).
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# Candidate for problems/tiny/level1/1_GEMM_Square.py (also valid for problems/suite/level1/1_GEMM_Square.py).
+# Candidate for data/problems/tiny/level1/1_GEMM_Square.py (also valid for data/problems/suite/level1/1_GEMM_Square.py).
 # A full tiled Triton GEMM. input_precision="ieee" keeps fp32 accuracy: tl.dot's default TF32 would miss
 # atol=rtol=1e-4 on signed inputs.
 import torch

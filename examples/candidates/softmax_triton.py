@@ -1,4 +1,4 @@
-# Candidate for problems/tiny/level1/23_Softmax.py (also valid for problems/suite/level1/23_Softmax.py).
+# Candidate for data/problems/tiny/level1/23_Softmax.py (also valid for data/problems/suite/level1/23_Softmax.py).
 # Row softmax, one program per row, the whole row in one block; subtracting the row max keeps exp() finite.
 import torch
 import torch.nn as nn

@@ -2,7 +2,7 @@
 
     .venv/bin/python examples/scripts/make_demo_script.py
 
-For `egg optimize problems/tiny/level1/23_Softmax.py --seeds 3 --rounds 1`, in the order the pipeline asks:
+For `egg optimize data/problems/tiny/level1/23_Softmax.py --seeds 3 --rounds 1`, in the order the pipeline asks:
 seed 1 is right; seed 2 divides by the wrong reduction (mismatch, then repaired by the Debug Agent); seed 3 first
 answers nonsense (sent back once) and then cheats with torch.softmax (banned, then repaired); each correct seed is
 then transformed (the looped repair becomes an online softmax); then one diagnosis and one rewrite for each of
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from egg.agents.replies import DebugReply, Diagnosis, KernelReply
-from egg.llm.structured import parse_reply
+from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply
+from pipeline.llm.structured import parse_reply
 
 HERE = Path(__file__).resolve().parent
 

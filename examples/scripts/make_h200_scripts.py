@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from egg.agents.replies import Diagnosis, KernelReply
-from egg.llm.structured import parse_reply
+from pipeline.agents.replies import Diagnosis, KernelReply
+from pipeline.llm.structured import parse_reply
 
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE / "h200"
@@ -91,7 +91,7 @@ PER_SM = ("programs_per_sm", (1, 2, 4, 8))
 
 SOFTMAX = Script(
     "softmax",
-    "problems/suite/level1/23_Softmax.py",
+    "data/problems/suite/level1/23_Softmax.py",
     (
         Kernel("softmax_1_seed_looped.py", "one program per row, three looped passes (max, sum, write) in blocks of 256",
                "bounded registers for any row length; subtracting the row max keeps exp finite", (("BLOCK", (256, 512, 1024, 2048)), ROW_WARPS)),
@@ -130,7 +130,7 @@ SOFTMAX = Script(
 
 LAYERNORM = Script(
     "layernorm",
-    "problems/suite/level1/8_LayerNorm.py",
+    "data/problems/suite/level1/8_LayerNorm.py",
     (
         Kernel("layernorm_1_seed_two_kernels.py", "two kernels: looped per-row statistics, then a 2D normalize",
                "two-pass mean and variance avoid cancellation; each kernel is simple and needs few registers", (("BLOCK", (512, 1024, 2048)),)),
@@ -164,7 +164,7 @@ LAYERNORM = Script(
 
 GELU = Script(
     "gelu_scale_bias",
-    "problems/suite/level1/16_GELU_Scale_Bias.py",
+    "data/problems/suite/level1/16_GELU_Scale_Bias.py",
     (
         Kernel("gelu_1_seed_unfused.py", "the chain as written: GELU, scale and bias add as three elementwise kernels",
                "each kernel is trivially correct; a baseline for fusion", (("BLOCK", (1024, 2048, 4096)),)),

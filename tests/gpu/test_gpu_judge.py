@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from egg.evaluator.judge import Judge
-from egg.types import EvalOptions, Status
+from pipeline.judge.judge import Judge
+from pipeline.types import EvalOptions, Status
 
-from ..evaluator.conftest import candidate, problem
+from ..judge.conftest import candidate, problem
 
 pytestmark = pytest.mark.gpu
 SOFTMAX = "level1/23_Softmax.py"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from egg.search.measure import BatchMeasurer, MeasureSettings
-from egg.search.measurement import TuneStatus
-from egg.search.recipe import LaunchRecipe, TensorSpec
-from egg.search.space import Config, IntRange, PowerOfTwo, Space
-from egg.search.strategy import Budget
-from egg.search.tune import Layers, TuneRequest, tune
+from pipeline.tuning.measure import BatchMeasurer, MeasureSettings
+from pipeline.tuning.measurement import TuneStatus
+from pipeline.tuning.recipe import LaunchRecipe, TensorSpec
+from pipeline.tuning.space import Config, IntRange, PowerOfTwo, Space
+from pipeline.tuning.strategy import Budget
+from pipeline.tuning.tune import Layers, TuneRequest, tune
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ import time
 import pytest
 import torch
 
-from egg.evaluator import timing
-from egg.evaluator.judge import Judge
-from egg.types import EvalOptions, Status
+from pipeline.judge import timing
+from pipeline.judge.judge import Judge
+from pipeline.types import EvalOptions, Status
 
-from ..evaluator.conftest import candidate, problem
+from ..judge.conftest import candidate, problem
 
 pytestmark = pytest.mark.gpu
 

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from egg.llm.accounting import Attempt, CallRecord, Ledger, Price, PriceTable, read_records
-from egg.llm.chat import Conversation, Usage
-from egg.llm.errors import LLMCallError, TransportError
-from egg.llm.scripted import scripted_client
+from pipeline.llm.accounting import Attempt, CallRecord, Ledger, Price, PriceTable, read_records
+from pipeline.llm.chat import Conversation, Usage
+from pipeline.llm.errors import LLMCallError, TransportError
+from pipeline.llm.scripted import scripted_client
 
 
 def record(

@@ -2,15 +2,15 @@ from pathlib import Path
 
 import pytest
 
-from egg.llm.accounting import Ledger
-from egg.llm.cassette import RecordingTransport, ReplayTransport
-from egg.llm.chat import ChatRequest, Conversation
-from egg.llm.client import CallSettings, LLMClient
-from egg.llm.errors import CassetteMiss, LLMCallError, TransportError
-from egg.llm.retry import RetryPolicy
-from egg.llm.scripted import ScriptedProvider
-from egg.llm.spec import parse_spec
-from egg.llm.transport import RetryingTransport, Transport
+from pipeline.llm.accounting import Ledger
+from pipeline.llm.cassette import RecordingTransport, ReplayTransport
+from pipeline.llm.chat import ChatRequest, Conversation
+from pipeline.llm.client import CallSettings, LLMClient
+from pipeline.llm.errors import CassetteMiss, LLMCallError, TransportError
+from pipeline.llm.retry import RetryPolicy
+from pipeline.llm.scripted import ScriptedProvider
+from pipeline.llm.spec import parse_spec
+from pipeline.llm.transport import RetryingTransport, Transport
 
 
 def make_request(spec: str = "openai:m@http://127.0.0.1:1/v1", **changes: object) -> ChatRequest:

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from egg.config import ConfigError, EggConfig, load_config
-from egg.llm.client import open_client
-from egg.llm.spec import ModelSpec
+from pipeline.config import ConfigError, EggConfig, load_config
+from pipeline.llm.client import open_client
+from pipeline.llm.spec import ModelSpec
 
 NO_ENV: dict[str, str] = {}
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from egg.config import CassetteConfig, LLMConfig, RetryConfig
-from egg.llm.accounting import Price
-from egg.llm.chat import Conversation
-from egg.llm.client import LLMClient, open_client
-from egg.llm.errors import CassetteMiss, LLMCallError
-from egg.llm.structured import Parsed, StructuredFailure, ask
+from pipeline.config import CassetteConfig, LLMConfig, RetryConfig
+from pipeline.llm.accounting import Price
+from pipeline.llm.chat import Conversation
+from pipeline.llm.client import LLMClient, open_client
+from pipeline.llm.errors import CassetteMiss, LLMCallError
+from pipeline.llm.structured import Parsed, StructuredFailure, ask
 from tests.llm.http_stub import silent_for
 
 PROVIDERS = ["openai", "anthropic"]

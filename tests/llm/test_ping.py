@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from egg.llm.cli import app
+from pipeline.llm.cli import app
 from tests.llm.http_stub import forward_to, rate_limited
 
 runner = CliRunner()
@@ -37,7 +37,7 @@ def test_ping_with_a_missing_key_names_the_variable() -> None:
 
 def test_ping_survives_a_429_with_retry_after(llama_server, stub_server, tmp_path: Path) -> None:
     stub = stub_server([rate_limited(retry_after="1"), forward_to(llama_server.root)])
-    command = [sys.executable, "-m", "egg.cli", "llm", "ping", "--llm", f"openai:any@{stub.url}", "--max-tokens", "16"]
+    command = [sys.executable, "-m", "pipeline.cli", "llm", "ping", "--llm", f"openai:any@{stub.url}", "--max-tokens", "16"]
     env = {**os.environ, **NO_LLM_ENV}
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -2,12 +2,12 @@ import random
 
 import pytest
 
-from egg.llm.chat import ChatRequest, Conversation
-from egg.llm.errors import TransportError, classify_http_error
-from egg.llm.retry import RetryPolicy, parse_retry_after
-from egg.llm.scripted import ScriptedProvider
-from egg.llm.spec import parse_spec
-from egg.llm.transport import RetryingTransport
+from pipeline.llm.chat import ChatRequest, Conversation
+from pipeline.llm.errors import TransportError, classify_http_error
+from pipeline.llm.retry import RetryPolicy, parse_retry_after
+from pipeline.llm.scripted import ScriptedProvider
+from pipeline.llm.spec import parse_spec
+from pipeline.llm.transport import RetryingTransport
 
 RNG = random.Random(0)
 POLICY = RetryPolicy(max_attempts=4, base_delay_s=1.0, max_delay_s=5.0, jitter=0.25, max_retry_after_s=60)

@@ -1,6 +1,6 @@
 import pytest
 
-from egg.llm.spec import ModelSpec, SpecError, parse_spec
+from pipeline.llm.spec import ModelSpec, SpecError, parse_spec
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,10 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
-from egg.llm.chat import Conversation
-from egg.llm.errors import LLMCallError, TransportError
-from egg.llm.scripted import scripted_client
-from egg.llm.structured import (
+from pipeline.llm.chat import Conversation
+from pipeline.llm.errors import LLMCallError, TransportError
+from pipeline.llm.scripted import scripted_client
+from pipeline.llm.structured import (
     CodeBlock,
     Parsed,
     ReplyError,

@@ -7,7 +7,7 @@ Compute 2025.3 writes it (units row, "ns" for durations, thousands separators), 
 
 from __future__ import annotations
 
-from egg.profiler import counters as C
+from pipeline.profiler import counters as C
 
 INFO_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")
 

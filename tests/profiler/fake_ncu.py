@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for Nsight Compute's `ncu`, for testing the profiler's plumbing on a machine without a GPU.
 
-Collect (`... --export REPORT ... python -m egg.profiler.driver SPEC`): writes REPORT and the driver's result file
+Collect (`... --export REPORT ... python -m pipeline.profiler.driver SPEC`): writes REPORT and the driver's result file
 (as the driver would), or answers ERR_NVGPUCTRPERM when $FAKE_NCU_DENY is set. Import (`--import REPORT --csv`):
 prints the CSV file named by $FAKE_NCU_CSV.
 """

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from egg.profiler import ceilings
-from egg.profiler.classify import (
+from pipeline.profiler import ceilings
+from pipeline.profiler.classify import (
     Context,
     classify_kernel,
     classify_profiles,
     predict_kernel,
 )
-from egg.profiler.costs import ProblemCosts
-from egg.profiler.counters import profile_from_metrics, profiles_from_rows
-from egg.profiler.ncu import parse_raw_csv
-from egg.profiler.report import Ceilings, KernelProfile
+from pipeline.profiler.costs import ProblemCosts
+from pipeline.profiler.counters import profile_from_metrics, profiles_from_rows
+from pipeline.profiler.ncu import parse_raw_csv
+from pipeline.profiler.report import Ceilings, KernelProfile
 from tests.profiler import archetypes as A
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from egg.profiler.profiling import ProfileOptions, profile_candidate
+from pipeline.profiler.profiling import ProfileOptions, profile_candidate
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ def needs_a_gpu():
 
 
 def test_ceilings_are_measured_near_what_an_h200_does():
-    from egg.profiler.ceilings import measure
+    from pipeline.profiler.ceilings import measure
 
     c = measure()
     assert c.source == "measured" and c.sms >= 100
@@ -32,7 +32,7 @@ def test_ceilings_are_measured_near_what_an_h200_does():
 
 @pytest.mark.parametrize("mode", ["ncu", "torch_profiler"])
 def test_a_large_copy_profiles_memory_bound(mode, tmp_path):
-    from egg.profiler.cache import ProfileCache
+    from pipeline.profiler.cache import ProfileCache
 
     report = profile_candidate(FIXTURES / "copy_triton.py", FIXTURES / "copy_problem.py", ProfileOptions(mode=mode), ProfileCache(tmp_path))
     assert report.source == mode

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from egg.profiler import counters as C
-from egg.profiler.counters import profiles_from_rows
-from egg.profiler.ncu import (
+from pipeline.profiler import counters as C
+from pipeline.profiler.counters import profiles_from_rows
+from pipeline.profiler.ncu import (
     collect_command,
     import_command,
     metric_names,
@@ -76,7 +76,7 @@ def test_collect_command_never_changes_clocks_and_keeps_only_the_measured_range(
     assert command[command.index("--clock-control") + 1] == "none"
     assert command[command.index("--profile-from-start") + 1] == "off"  # the driver starts and stops profiling
     assert command[command.index("--metrics") + 1].count(",") == 40
-    assert "--export" in command and "egg.profiler.driver" in joined
+    assert "--export" in command and "pipeline.profiler.driver" in joined
     assert import_command("ncu", tmp_path / "r.ncu-rep")[-6:] == ["--page", "raw", "--print-units", "base", "--print-kernel-base", "function"]
 
 
@@ -121,7 +121,7 @@ def test_a_profile_reads_every_counter_it_names():
 
 def test_the_ncu_rep_reader_agrees_with_the_csv():
     """Needs NVIDIA's reader, which runs on CPU too (`pip install ncu-report==2025.3.1`, not a dependency of egg)."""
-    from egg.profiler.ncu import read_ncu_rep
+    from pipeline.profiler.ncu import read_ncu_rep
 
     pytest.importorskip("ncu_report", reason="NVIDIA's ncu_report module is not installed (pip install ncu-report==2025.3.1)")
     (from_rep,) = profiles_from_rows(read_ncu_rep(FIXTURES / "h200_copy.ncu-rep"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from egg.profiler.occupancy import theoretical
+from pipeline.profiler.occupancy import theoretical
 
 
 @pytest.mark.parametrize(

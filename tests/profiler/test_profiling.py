@@ -9,18 +9,18 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from egg.cli import app
-from egg.profiler.profiling import (
+from pipeline.cli import app
+from pipeline.profiler.profiling import (
     ProfileOptions,
     ProfilerSetupError,
     profile_candidate,
     resolve_mode,
 )
-from egg.report.profile import render
+from pipeline.report.profile import render
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATE = ROOT / "examples" / "candidates" / "softmax_triton.py"
-PROBLEM = ROOT / "problems" / "suite" / "level1" / "23_Softmax.py"
+PROBLEM = ROOT / "data" / "problems" / "suite" / "level1" / "23_Softmax.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "profiler"
 
 
@@ -56,7 +56,7 @@ def test_egg_profile_without_a_gpu_prints_the_static_report_then_serves_it_from_
 
 
 def test_many_launches_per_call_are_predicted_launch_bound_and_fit_one_screen(tmp_path):
-    from egg.profiler.cache import ProfileCache
+    from pipeline.profiler.cache import ProfileCache
 
     report = profile_candidate(FIXTURES / "rowwise_tiny_triton.py", FIXTURES / "rowwise_problem.py", ProfileOptions(mode="static_only"), ProfileCache(tmp_path))
     assert report.overall.kind == "launch_bound" and report.overall.evidence[0].value == 256
@@ -77,10 +77,10 @@ def test_a_missing_problem_file_is_one_clear_line():
 
 
 def measured(tmp_path, monkeypatch, **env):
-    from egg.profiler import ceilings
-    from egg.profiler.costs import ProblemCosts
-    from egg.profiler.profiling import measured_report
-    from egg.profiler.survey import Survey
+    from pipeline.profiler import ceilings
+    from pipeline.profiler.costs import ProblemCosts
+    from pipeline.profiler.profiling import measured_report
+    from pipeline.profiler.survey import Survey
 
     monkeypatch.setenv("EGG_CACHE", str(tmp_path))
     monkeypatch.setenv("FAKE_NCU_CSV", str(ROOT / "tests" / "fixtures" / "ncu" / "synthetic_copy.csv"))
@@ -119,24 +119,24 @@ def test_the_gpu_side_imports_need_only_torch_triton_numpy_and_the_standard_libr
         "        if name.split('.')[0] in ('pydantic', 'typer', 'rich', 'yaml', 'jinja2', 'openai', 'anthropic'):\n"
         "            raise ImportError('not on the GPU machine: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import runpy, egg.profiler.driver, egg.profiler.survey, egg.profiler.profiling\n"
+        "import runpy, pipeline.profiler.driver, pipeline.profiler.survey, pipeline.profiler.profiling\n"
         f"runpy.run_path({str(ROOT / 'bench' / 'profile_h200.py')!r}, run_name='imported')\n"
     )
-    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, check=False)
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_a_cached_profile_names_the_file_asked_about(tmp_path):
     """The same source profiled from another file is a cache hit, but the report names the new file."""
-    from egg.profiler.cache import ProfileCache
-    from egg.profiler.profiling import ProfileOptions, profile_candidate
+    from pipeline.profiler.cache import ProfileCache
+    from pipeline.profiler.profiling import ProfileOptions, profile_candidate
 
     root = Path(__file__).resolve().parents[2]
     source = (root / "examples" / "candidates" / "softmax_triton.py").read_text()
     first, second = tmp_path / "a.py", tmp_path / "b.py"
     first.write_text(source)
     second.write_text(source)
-    problem = root / "problems" / "tiny" / "level1" / "23_Softmax.py"
+    problem = root / "data" / "problems" / "tiny" / "level1" / "23_Softmax.py"
     cache = ProfileCache(tmp_path / "cache")
     profile_candidate(first, problem, ProfileOptions(mode="static_only"), cache)
     report = profile_candidate(second, problem, ProfileOptions(mode="static_only"), cache)

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from egg.profiler import ceilings
-from egg.profiler.classify import Context, classify_profiles
-from egg.profiler.costs import ProblemCosts
-from egg.profiler.counters import profile_from_metrics
-from egg.profiler.report import Classification, ProfileReport
-from egg.profiler.static import StaticFacts
-from egg.types import from_jsonable, to_jsonable
+from pipeline.profiler import ceilings
+from pipeline.profiler.classify import Context, classify_profiles
+from pipeline.profiler.costs import ProblemCosts
+from pipeline.profiler.counters import profile_from_metrics
+from pipeline.profiler.report import Classification, ProfileReport
+from pipeline.profiler.static import StaticFacts
+from pipeline.types import from_jsonable, to_jsonable
 from tests.profiler import archetypes as A
 
 FACTS = StaticFacts("copy_kernel", 8, 3, {"BLOCK": 4096, "EVEN": True}, 32, 0, 0, False, False, "ab" * 32, 0.2)
@@ -45,7 +45,7 @@ def test_unknown_kinds_and_sources_are_refused():
 
 
 def test_the_agents_view_is_compact_and_invents_nothing():
-    from egg.profiler.report import compact
+    from pipeline.profiler.report import compact
 
     view = compact(sample_report())
     assert view["source"] == "ncu" and view["hardware_counters"]

@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
-from egg.profiler.static import (
+from pipeline.profiler.static import (
     StaticCompileError,
     StaticFacts,
     compile_sm90,
     facts_for_call,
 )
-from egg.types import from_jsonable, to_jsonable
+from pipeline.types import from_jsonable, to_jsonable
 from tests.profiler import kernels as K
 
 SCALE_SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "scale": "fp32"}

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from egg.profiler.counters import profiles_from_rows
-from egg.profiler.ncu import parse_raw_csv
-from egg.profiler.static import candidate_static_facts
-from egg.profiler.survey import survey_candidate
+from pipeline.profiler.counters import profiles_from_rows
+from pipeline.profiler.ncu import parse_raw_csv
+from pipeline.profiler.static import candidate_static_facts
+from pipeline.profiler.survey import survey_candidate
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-SUITE = ROOT / "problems" / "suite" / "level1"
+SUITE = ROOT / "data" / "problems" / "suite" / "level1"
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from egg.profiler.trace import profiles_from_trace, short_name
+from pipeline.profiler.trace import profiles_from_trace, short_name
 
 
 def kernel_event(name: str, ts: float, dur_us: float, grid, block, regs=32, smem=0) -> dict:

@@ -1,0 +1,1 @@
+"""egg's web app (Streamlit): the pages come with the web-app issue; the engine they call is `pipeline.api`."""

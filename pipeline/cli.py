@@ -1,0 +1,187 @@
+"""The `egg` command: parse, call, print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from pipeline.types import EvalOptions
+
+try:
+    from pipeline.llm.cli import app as llm_app
+except ImportError as missing:  # the GPU machine's image lacks pydantic and the SDKs; check and profile work there
+    llm_app = typer.Typer(help=f"Unavailable in this environment ({missing}).")
+
+app = typer.Typer(help="egg: faster, verified Triton kernels from PyTorch programs.", no_args_is_help=True, add_completion=False)
+app.add_typer(llm_app, name="llm")
+err = Console(stderr=True)
+DEFAULTS = EvalOptions()
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class HeadStartMode(str, Enum):  # pipeline.types.HEAD_START_MODES
+    fixed = "fixed"
+    until_launched = "until_launched"
+
+
+def resolve_device(device: Device) -> str:
+    """`auto` means cuda when a GPU is visible, else cpu, and says so: never a silent switch."""
+    if device is not Device.auto:
+        if device is Device.cuda:
+            import torch
+
+            if not torch.cuda.is_available():
+                fail("--device cuda, but no CUDA GPU is visible", "use --device cpu to check correctness through Triton's interpreter")
+        return device.value
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    err.print("[yellow]no CUDA GPU visible: checking on the CPU through Triton's interpreter (correctness only, no timing)[/]")
+    return "cpu"
+
+
+def fail(message: str, hint: str = "", code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}" + (f"\n[dim]hint: {hint}[/]" if hint else ""))
+    raise typer.Exit(code)
+
+
+@app.command()
+def check(
+    candidate: Path = typer.Argument(..., help="A file defining class ModelNew."),
+    ref: Path = typer.Option(..., "--ref", help="The KernelBench-format problem file it must match."),
+    device: Device = typer.Option(Device.auto, help="cuda (timed) or cpu (Triton's interpreter, correctness only)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the EvalResult as JSON (top-level `status`)."),
+    trials: int = typer.Option(5, min=1, help="Correctness trials with fresh seeds (plus a signed-input trial)."),
+    timing_trials: int = typer.Option(100, min=5, help="Timed calls per measurement (GPU)."),
+    compile_timeout: float = typer.Option(300.0, help="Seconds for import, construction and the first call."),
+    run_timeout: float = typer.Option(600.0, help="Seconds for everything after the first call."),
+    cuda_graph: bool = typer.Option(False, help="Also time CUDA-graph replay (GPU)."),
+    head_start_mode: HeadStartMode = typer.Option(HeadStartMode(DEFAULTS.head_start_mode), help="What the GPU runs before each timed call, so host launch latency is not device time. until_launched: a spin until the host has launched the call, --head-start-ms at most; fixed: a spin of --head-start-ms (0: none, as do_bench)."),
+    head_start_ms: float = typer.Option(DEFAULTS.head_start_ms, min=0.0, help="The head start's cap (until_launched) or length (fixed)."),
+    warmup_ms: float = typer.Option(DEFAULTS.warmup_ms, min=0.0, help="Calls back to back before the trials, so they start at the clocks of a loaded GPU."),
+) -> None:
+    """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
+    from pipeline.judge import evaluate
+    from pipeline.problems.loader import ProblemError, load_candidate, load_problem
+    from pipeline.report.verdict import render
+    from pipeline.types import to_jsonable
+
+    try:
+        problem, cand = load_problem(ref), load_candidate(candidate)
+    except ProblemError as exc:
+        fail(str(exc))
+    options = EvalOptions(
+        device=resolve_device(device),
+        correctness_trials=trials,
+        timing_trials=timing_trials,
+        compile_timeout_s=compile_timeout,
+        run_timeout_s=run_timeout,
+        cuda_graph=cuda_graph,
+        head_start_ms=head_start_ms,
+        head_start_mode=head_start_mode.value,
+        warmup_ms=warmup_ms,
+    )
+    if not as_json:
+        err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")
+    result = evaluate(problem, cand, options)
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(result), indent=2) + "\n")
+    else:
+        render(result, Console())
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
+def profile(
+    candidate: Path = typer.Argument(..., help="A file defining class ModelNew."),
+    ref: Path = typer.Option(..., "--ref", help="The KernelBench-format problem file it solves."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ProfileReport as JSON."),
+    static_only: bool = typer.Option(False, "--static-only", help="No GPU run: sm_90 compile facts and the analytic floor."),
+    mode: str = typer.Option("auto", help="auto, ncu, torch_profiler or static_only."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Profile again even if this candidate was profiled here."),
+) -> None:
+    """What limits a candidate's kernels: NCU counters, roofline classification, evidence (static facts without a GPU)."""
+    from pipeline.problems.loader import ProblemError
+    from pipeline.profiler.profiling import ProfileOptions, ProfilerSetupError, profile_candidate
+    from pipeline.report.profile import render
+    from pipeline.types import to_jsonable
+
+    options = ProfileOptions(mode="static_only" if static_only else mode, use_cache=not no_cache)
+    if not as_json:
+        err.print(f"[dim]profiling {candidate} ({options.mode}) ...[/]")
+    try:
+        report = profile_candidate(candidate, ref, options)
+    except ProblemError as exc:
+        fail(str(exc))
+    except ProfilerSetupError as exc:
+        fail(str(exc), exc.hint)
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(report), indent=2) + "\n")
+    else:
+        render(report, Console())
+    raise typer.Exit(0 if report.overall is not None else 1)
+
+
+@app.command()
+def optimize(
+    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    llm: str | None = typer.Option(None, "--llm", help="PROVIDER:MODEL\\[@BASE_URL] (else EGG_LLM or egg.yaml)."),
+    script: Path | None = typer.Option(None, "--script", help="A YAML file of scripted replies per agent, instead of a model."),
+    config: Path | None = typer.Option(None, "--config", help="YAML config (default: ./egg.yaml)."),
+    device: Device = typer.Option(Device.auto, help="cuda (timed) or cpu (correctness only)."),
+    out: Path = typer.Option(Path("egg-out"), "--out", help="Where best.py, report.md, evidence.json and the store go."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run kept in --out."),
+    seeds: int = typer.Option(3, min=1, max=5, help="Seeds of different paradigms in stage 1."),
+    rounds: int = typer.Option(2, min=0, help="Profile/rewrite rounds per hardware sub-stage."),
+    debug_rounds: int = typer.Option(2, min=0, help="Repairs per failing candidate."),
+    transforms: bool = typer.Option(True, "--transforms/--no-transforms", help="Stage 1: expert transformations of each correct seed."),
+    tune_evals: int = typer.Option(6, min=0, help="Configurations judged per tuning search in stage 2 (GPU; 0: no tuning)."),
+    profile_mode: str = typer.Option("auto", help="What the Profile Agent is shown: auto, ncu, torch_profiler or static_only."),
+    max_llm_calls: int = typer.Option(120, min=1, help="Budget: model calls."),
+    max_cost_usd: float | None = typer.Option(None, help="Budget: dollars."),
+    max_wall_s: float | None = typer.Option(None, help="Budget: wall-clock seconds."),
+) -> None:
+    """Optimize one problem: seeds, then parallel mapping, tiling and memory; writes best.py, report.md,
+    evidence.json into --out. Exit status 1 when no candidate passed (best.py is then the reference)."""
+    from pipeline.config import ConfigError, load_config
+    from pipeline.stages.run import ModelChoice, RunError
+    from pipeline.stages.run import optimize as run_optimize
+    from pipeline.stages.script import ScriptError
+    from pipeline.stages.method import Budget
+    from pipeline.problems.loader import ProblemError
+
+    try:
+        choice = ModelChoice(script=script) if script else ModelChoice(llm=load_config(config, llm_spec=llm).llm)
+        if choice.llm is not None and choice.llm.spec is None:
+            fail("no LLM configured, and egg's built-in expert backend is not built yet", "pass --llm PROVIDER:MODEL[@BASE_URL], set EGG_LLM, or give --script FILE")
+        from pipeline.profiler.profiling import MODES
+
+        if profile_mode not in MODES:
+            fail(f"--profile-mode {profile_mode!r} is not one of {', '.join(MODES)}")
+        options = EvalOptions(device=resolve_device(device))
+        budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, transforms=transforms, tune_evals=tune_evals,
+                        max_llm_calls=max_llm_calls, max_cost_usd=max_cost_usd, max_wall_s=max_wall_s)
+        outcome = run_optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False), profile_mode=profile_mode)
+    except (ConfigError, RunError, ScriptError, ProblemError) as exc:
+        fail(str(exc))
+    Console().print(f"[bold]{outcome.headline()}[/]\nwrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}")
+    raise typer.Exit(1 if outcome.best_is_reference else 0)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,863 @@
+"""Static cheat detection: read a candidate's syntax tree and report the tricks it sets up.
+
+The runtime checks see what a candidate does; this module sees what it prepares (FACTS.md section 2): patched
+timers, modules that reach around the judge, fallbacks and the reference model, tensor subclasses, caches,
+precision changes, side streams. Every expression that denotes an imported thing is first resolved to a dotted
+path (`T.cuda.Event` -> `torch.cuda.Event`) through import aliases, plain assignments, `importlib`,
+`__import__`, `getattr` and `sys.modules`, so renaming a module hides nothing.
+
+Only the standard library is imported: the GPU worker imports this module too.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pipeline.types import Finding
+
+RULES = (
+    "monkey_patch",
+    "banned_import",
+    "dynamic_code",
+    "reference_model",
+    "tensor_subclass",
+    "fallback",
+    "delegation",
+    "output_cache",
+    "precision_downgrade",
+    "cuda_persistence",
+    "side_stream",
+)
+
+# What globals(), locals() and vars() resolve to: writing there rebinds names where no reader looks.
+_NAMESPACE = "<namespace>"
+_BUILTINS = frozenset(dir(builtins))
+
+_THREADS = "threads can finish work after the clock stops"
+_NATIVE = "runs native code the judge cannot see"
+_PROCESSES = "runs work in another process, outside the judge's clock"
+_GPU_DRIVER = "drives the GPU outside Triton (raw launches, streams, L2 persistence, clocks)"
+_BANNED_MODULES = {
+    "ctypes": _NATIVE,
+    "_ctypes": _NATIVE,
+    "cffi": _NATIVE,
+    "subprocess": _PROCESSES,
+    "multiprocessing": _PROCESSES,
+    "torch.multiprocessing": _PROCESSES,
+    "threading": _THREADS,
+    "_thread": _THREADS,
+    "concurrent": _THREADS,
+    "asyncio": _THREADS,
+    "gc": "can find and alter the judge's objects",
+    "inspect": "can read the judge's frames and objects",
+    "signal": "can interrupt or hijack the judge",
+    "socket": "talks to the network",
+    "pickle": "loads objects (and code) from outside the candidate",
+    "dill": "loads objects (and code) from outside the candidate",
+    "marshal": "loads code objects",
+    "cuda": _GPU_DRIVER,
+    "cupy": _GPU_DRIVER,
+    "pycuda": _GPU_DRIVER,
+    "pynvml": _GPU_DRIVER,
+    "numba": _GPU_DRIVER,
+    "torch.utils.cpp_extension": "compiles native code whose launches the judge cannot see",
+}
+
+# (rule, why, path prefixes): any use of these paths is a finding.
+_USE_RULES = (
+    ("delegation", "asks torch to generate the code instead of writing kernels",
+     ("torch.compile", "torch.jit.script", "torch.jit.trace", "torch.jit.freeze", "torch._dynamo",
+      "torch._inductor", "torch.export")),
+    ("tensor_subclass", "changes what tensors do when the judge reads them",
+     ("torch.utils._python_dispatch", "torch.overrides", "torch._subclasses", "torch.Tensor._make_subclass",
+      "torch.Tensor._make_wrapper_subclass")),
+    ("side_stream", "moves work off the current stream, where the judge's events cannot see it",
+     ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.ExternalStream",
+      "torch.cuda.StreamContext", "torch.Stream", "torch.accelerator.set_stream", "torch._C._cuda_setStream")),
+    ("output_cache", "caches results between calls, and the judge calls it on the same inputs",
+     ("functools.lru_cache", "functools.cache", "functools.cached_property")),
+    ("monkey_patch", "patches objects at run time", ("unittest.mock",)),
+    ("dynamic_code", "runs code built or loaded at run time",
+     ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.breakpoint", "types.FunctionType",
+      "types.CodeType", "importlib.util", "importlib.machinery", "importlib.reload", "runpy")),
+    ("dynamic_code", "touches files, which a kernel has no reason to do",
+     ("builtins.open", "io.open", "os.open", "torch.load", "torch.save", "numpy.load", "numpy.save",
+      "numpy.fromfile")),
+    ("dynamic_code", "starts, signals or ends processes",
+     ("os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os._exit")),
+    ("dynamic_code", "reaches into the judge's frames or tracing hooks",
+     ("sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook")),
+)
+
+_TENSOR_CLASSES = frozenset({
+    "torch.Tensor", "torch._tensor.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.nn.Parameter",
+    "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer",
+})
+_TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.Module", "torch.nn.modules.module.Module"})
+_BROAD_ERRORS = frozenset({"builtins.Exception", "builtins.BaseException", "builtins.RuntimeError"})
+_DUNDER_TARGETS = frozenset({
+    "__code__", "__globals__", "__class__", "__dict__", "__bases__", "__defaults__", "__kwdefaults__", "__builtins__",
+})
+_DICT_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"})
+_IMPORT_FUNCS = frozenset({"importlib.import_module", "importlib.__import__", "builtins.__import__"})
+_REFERENCE_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs"})
+_PERSISTENCE_MARKERS = ("accesspolicywindow", "cudastreamsetattribute", "persisting")
+_HALF_DTYPES = frozenset({"float16", "bfloat16", "half"})
+_LOW_PRECISION = frozenset({
+    "torch.float16", "torch.half", "torch.bfloat16", "triton.language.float16", "triton.language.bfloat16",
+})
+_AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast")
+_PRECISION_FLAGS = frozenset({
+    "allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
+    "fp32_precision",
+})
+_IDENTITY_KEY = "data_ptr/id"
+_SHAPE_KEY = "shape"
+
+
+def audit_source(source: str, *, reference_dtypes: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
+    """Read a candidate's source and return every cheat pattern found (empty tuple when clean).
+
+    reference_dtypes: the dtypes of the reference's outputs, e.g. {"float32"}; used for the precision rule.
+    A SyntaxError propagates: the caller reports it as a compile error.
+    """
+    tree = ast.parse(source)
+    symbols = _Symbols(tree)
+    auditor = _Auditor(symbols, fp32_reference=_is_fp32_only(reference_dtypes))
+    auditor.visit(tree)
+    return _sorted_unique([*auditor.findings, *_cache_findings(tree, symbols)])
+
+
+def audit_file(path: str | Path, *, reference_dtypes: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
+    """`audit_source` on a file's text."""
+    return audit_source(Path(path).read_text(encoding="utf-8"), reference_dtypes=reference_dtypes)
+
+
+def _is_fp32_only(dtypes: Iterable[str]) -> bool:
+    names = {d.removeprefix("torch.") for d in dtypes}
+    return "float32" in names and not names & _HALF_DTYPES
+
+
+def _sorted_unique(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    # sorted() is stable, so the first message seen for a (rule, line) is the one kept.
+    kept: dict[tuple[str, int], Finding] = {}
+    for finding in sorted(findings, key=lambda f: (f.line, f.rule)):
+        kept.setdefault((finding.rule, finding.line), finding)
+    return tuple(kept.values())
+
+
+# Name resolution ---------------------------------------------------------------------------------------------------
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """`a.b.c` as text when the expression is a plain chain of names, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _const_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _join(base: str | None, attr: str) -> str | None:
+    return f"{base}.{attr}" if base and base != _NAMESPACE else None
+
+
+def _under(path: str, prefixes: Iterable[str]) -> bool:
+    return any(path == p or path.startswith(p + ".") for p in prefixes)
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, str]]:
+    """(bound name, dotted path) for each name an import statement binds."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            yield (alias.asname, alias.name) if alias.asname else (top, top)
+        return
+    module = "." * node.level + (node.module or "")
+    for alias in node.names:
+        if alias.name != "*":
+            yield alias.asname or alias.name, _member(module, alias.name)
+
+
+def _member(module: str, name: str) -> str:
+    return module + name if module.endswith(".") else f"{module}.{name}"
+
+
+def _imported_paths(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """Every module or object an import statement reaches, by full path."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    module = "." * node.level + (node.module or "")
+    return [module, *(_member(module, a.name) for a in node.names if a.name != "*")]
+
+
+def _bound_names(body: Iterable[ast.AST]) -> set[str]:
+    """Names a block binds in its own scope (nested function and class bodies are other scopes)."""
+    names: set[str] = set()
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(name for name, _ in _import_bindings(node))
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _function_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    args = node.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    if isinstance(node, ast.Lambda):
+        return params
+    declared = {n for s in ast.walk(node) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+    return params | (_bound_names(node.body) - declared)
+
+
+def _pair(target: ast.AST, value: ast.AST, pending: list[tuple[str, ast.AST]]) -> None:
+    """Record `target = value` bindings, unpacking `a, b = x, y` element by element."""
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+        if len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts):
+                _pair(t, v, pending)
+    elif key := _dotted(target):
+        pending.append((key, value))
+
+
+def _default_bindings(args: ast.arguments) -> list[tuple[str, ast.AST]]:
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return [(a.arg, d) for a, d in pairs]
+
+
+def _bindings(tree: ast.Module, aliases: dict[str, str]) -> list[tuple[str, ast.AST]]:
+    """Put import bindings in `aliases`; return every other `name = expression` binding, flow-insensitively."""
+    pending: list[tuple[str, ast.AST]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for name, path in _import_bindings(node):
+                aliases.setdefault(name, path)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                _pair(target, node.value, pending)
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            _pair(node.target, node.value, pending)
+        elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)):
+            for element in node.iter.elts:  # `for m in (torch.cuda, time): m.x = f`
+                _pair(node.target, element, pending)
+        elif isinstance(node, ast.arguments):
+            pending.extend(_default_bindings(node))
+        if isinstance(node, ast.ClassDef):
+            pending.extend(_class_bindings(node))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            pending.extend(_return_bindings(node))
+    return pending
+
+
+def _class_bindings(node: ast.ClassDef) -> Iterator[tuple[str, ast.AST]]:
+    """`class P: ev = torch.cuda.Event` also makes `P.ev`, `self.ev` and `cls.ev` aliases."""
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    for owner in (node.name, "self", "cls"):
+                        yield f"{owner}.{target.id}", stmt.value
+
+
+def _return_bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[str, ast.AST]]:
+    """`def get(): return torch.cuda` makes `get()` (and `self.get()`) an alias of what it returns."""
+    for ret in ast.walk(node):
+        if isinstance(ret, ast.Return) and ret.value is not None:
+            yield f"{node.name}()", ret.value
+            yield f"self.{node.name}()", ret.value
+
+
+class _Symbols:
+    """Which expressions denote imported things (as dotted paths), and which names the candidate binds."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases: dict[str, str] = {}  # source text ("T", "self.E") -> dotted path ("torch", ...)
+        global_names = {n for s in ast.walk(tree) if isinstance(s, ast.Global) for n in s.names}
+        self.bound = _bound_names(tree.body) | global_names  # module-level names: they shadow builtins
+        self.classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        self._settle(_bindings(tree, self.aliases))
+
+    def _settle(self, pending: list[tuple[str, ast.AST]]) -> None:
+        # Aliases of aliases (`m = torch; c = m.cuda`) resolve in any order: repeat until nothing changes.
+        changed = True
+        while changed:
+            changed = False
+            for key, value in pending:
+                if key not in self.aliases and (path := self.resolve(value)):
+                    self.aliases[key] = path
+                    changed = True
+
+    def resolve(self, node: ast.AST, local: frozenset[str] = frozenset()) -> str | None:
+        """The dotted path an expression denotes (`torch.cuda.Event`), or None when it is the candidate's own."""
+        if isinstance(node, ast.Name):
+            return self._name(node.id, local)
+        if isinstance(node, ast.Attribute):
+            key = _dotted(node)
+            if key in self.aliases:
+                return self.aliases[key]
+            return _join(self.resolve(node.value, local), node.attr)
+        if isinstance(node, ast.Call):
+            return self._call(node, local)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node, local)
+        if isinstance(node, ast.NamedExpr):
+            return self.resolve(node.value, local)
+        return None
+
+    def _name(self, name: str, local: frozenset[str]) -> str | None:
+        if name in self.aliases:
+            return self.aliases[name]
+        if name in local or name in self.bound:
+            return None
+        if name == "__builtins__":
+            return "builtins"
+        return f"builtins.{name}" if name in _BUILTINS else None
+
+    def _call(self, node: ast.Call, local: frozenset[str]) -> str | None:
+        callee = _dotted(node.func)
+        if callee and f"{callee}()" in self.aliases:
+            return self.aliases[f"{callee}()"]
+        func = self.resolve(node.func, local)
+        args = node.args
+        if func == "builtins.type" and len(args) == 1 and isinstance(args[0], ast.Call):
+            return self.resolve(args[0].func, local)  # type(torch.cuda.Event()) is torch.cuda.Event
+        if func == "builtins.getattr" and len(args) >= 2 and (attr := _const_str(args[1])):
+            return _join(self.resolve(args[0], local), attr)
+        name = _const_str(args[0]) if args else None
+        if func in ("importlib.import_module", "sys.modules.get") and name:
+            return name
+        if func in ("builtins.__import__", "importlib.__import__") and name:
+            # __import__("a.b") returns package a unless a fromlist asks for a.b itself.
+            wants_leaf = len(args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
+            return name if wants_leaf else name.split(".")[0]
+        if func in ("builtins.globals", "builtins.locals") or (func == "builtins.vars" and not args):
+            return _NAMESPACE
+        if func == "builtins.vars" and args:
+            return _join(self.resolve(args[0], local), "__dict__")
+        return None
+
+    def _subscript(self, node: ast.Subscript, local: frozenset[str]) -> str | None:
+        key = _const_str(node.slice)
+        base = self.resolve(node.value, local)
+        if not key or not base:
+            return None
+        if base == _NAMESPACE:
+            return self._name(key, frozenset())
+        if base == "sys.modules":
+            return key
+        if base.endswith(".__dict__"):
+            return _join(base.removesuffix(".__dict__"), key)
+        return f"builtins.{key}" if base == "builtins" else None
+
+
+# Rules on paths ----------------------------------------------------------------------------------------------------
+
+
+def _banned(module: str) -> tuple[str, str] | None:
+    """(banned module, why) when `module` is one of the banned modules or inside one."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in _BANNED_MODULES:
+            return prefix, _BANNED_MODULES[prefix]
+    return None
+
+
+def _use_rules(path: str, fp32_reference: bool) -> Iterator[tuple[str, str]]:
+    """(rule, why) for each rule that a use of `path` breaks."""
+    for rule, why, prefixes in _USE_RULES:
+        if _under(path, prefixes):
+            yield rule, why
+    parts = path.split(".")
+    if parts[-1] in ("TorchDispatchMode", "TorchFunctionMode"):
+        yield "tensor_subclass", "changes what tensor operations do"
+    if parts[0] == "os" and len(parts) == 2 and parts[1].startswith(("exec", "spawn", "posix_spawn")):
+        yield "dynamic_code", "starts processes"
+    if any(part in _REFERENCE_NAMES for part in parts):
+        yield "reference_model", "it belongs to the reference problem"
+    if fp32_reference and _is_low_precision(path):
+        yield "precision_downgrade", "the reference computes in float32"
+
+
+def _is_low_precision(path: str) -> bool:
+    last = path.rsplit(".", 1)[-1]
+    return (
+        path in _LOW_PRECISION
+        or last in ("HalfTensor", "BFloat16Tensor")
+        or path.startswith(("torch.float8", "triton.language.float8"))
+        or _under(path, _AUTOCAST)
+    )
+
+
+def _is_safe_precision(value: ast.AST | None) -> bool:
+    """True for a value that keeps fp32 math exact (allow_tf32 = False, precision "highest"/"ieee")."""
+    return isinstance(value, ast.Constant) and value.value in (False, "ieee", "highest")
+
+
+def _does_no_work(body: list[ast.stmt]) -> bool:
+    """True for a try body that only imports or binds names (feature detection): a broad handler hides nothing."""
+    return all(_is_setup(stmt) for stmt in body)
+
+
+def _is_setup(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass)):
+        return True
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return False
+    return stmt.value is None or isinstance(stmt.value, ast.Constant) or _dotted(stmt.value) is not None
+
+
+# The visitor -------------------------------------------------------------------------------------------------------
+
+
+class _Auditor(ast.NodeVisitor):
+    """Walks the module once and collects findings; scopes are tracked only to tell builtins from locals."""
+
+    def __init__(self, symbols: _Symbols, *, fp32_reference: bool) -> None:
+        self.symbols = symbols
+        self.fp32_reference = fp32_reference
+        self.findings: list[Finding] = []
+        self._local: frozenset[str] = frozenset()  # names bound by the enclosing functions
+        self._values: dict[int, ast.AST] = {}  # id(assignment target) -> assigned value
+        self._tensor_classes: set[str] = set()
+
+    def add(self, rule: str, message: str, node: ast.AST) -> None:
+        self.findings.append(Finding(rule, message, getattr(node, "lineno", 0)))
+
+    def resolve(self, node: ast.AST) -> str | None:
+        return self.symbols.resolve(node, self._local)
+
+    # scopes and definitions
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._check_text(node.name, node)
+        self._in_scope(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._in_scope(node)
+
+    def _in_scope(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        outer = self._local
+        self._local = outer | _function_locals(node)
+        self.generic_visit(node)
+        self._local = outer
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(self._is_tensor_class(base) for base in node.bases):
+            self._tensor_classes.add(node.name)
+            self.add("tensor_subclass", f"class {node.name} derives from torch.Tensor: it can compute when read", node)
+        if node.name == "ModelNew" and (foreign := self._foreign_base(node.bases, set())):
+            self.add("reference_model", f"ModelNew inherits from {foreign}, not torch.nn.Module", node)
+        self.generic_visit(node)
+
+    def _is_tensor_class(self, base: ast.AST) -> bool:
+        return self.resolve(base) in _TENSOR_CLASSES or (isinstance(base, ast.Name) and base.id in self._tensor_classes)
+
+    def _foreign_base(self, bases: list[ast.expr], seen: set[str]) -> str | None:
+        """The first base that is neither nn.Module nor the candidate's own class (other than Model)."""
+        for base in bases:
+            path = self.resolve(base)
+            if path in _MODULE_BASES:
+                continue
+            own = self.symbols.classes.get(base.id) if isinstance(base, ast.Name) and path is None else None
+            if own is None or own.name == "Model":
+                return path or ast.unparse(base)
+            if own.name not in seen:
+                seen.add(own.name)
+                if foreign := self._foreign_base(own.bases, seen):
+                    return foreign
+        return None
+
+    # imports
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self._check_imports(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        names = [a.name for a in node.names if a.name in _REFERENCE_NAMES]
+        if names:
+            module = "." * node.level + (node.module or "")
+            self.add("reference_model", f"imports {', '.join(names)} from {module}: that is the reference", node)
+        self._check_imports(node)
+
+    def _check_imports(self, node: ast.Import | ast.ImportFrom) -> None:
+        for path in _imported_paths(node):
+            if banned := _banned(path):
+                self.add("banned_import", f"imports {banned[0]}: {banned[1]}", node)
+            self._check_use(path, node)
+
+    # expressions
+
+    def _check_use(self, path: str, node: ast.AST) -> None:
+        for rule, why in _use_rules(path, self.fp32_reference):
+            self.add(rule, f"uses {path}: {why}", node)
+
+    def _check_text(self, text: str, node: ast.AST) -> None:
+        """Identifiers and strings that only a tensor-subclass or L2-persistence trick would mention."""
+        if text in _TORCH_HOOKS:
+            self.add("tensor_subclass", f"mentions {text}: it intercepts tensor operations", node)
+        lowered = text.lower()
+        if marker := next((m for m in _PERSISTENCE_MARKERS if m in lowered), None):
+            self.add("cuda_persistence", f"mentions {marker!r}: L2 persistence survives the judge's cache flush", node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._check_text(node.id, node)
+        if not isinstance(node.ctx, ast.Load):
+            return
+        if path := self.resolve(node):
+            self._check_use(path, node)
+        elif node.id == "Model" and "Model" not in self._local and "Model" not in self.symbols.bound:
+            self.add("reference_model", "uses Model, which this file does not define: it is the reference", node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._check_text(node.attr, node)
+        if isinstance(node.ctx, ast.Load):
+            if path := self.resolve(node):
+                self._check_use(path, node)
+        else:
+            self._check_attribute_store(node)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self._check_subscript_store(node)
+        elif path := self.resolve(node):
+            self._check_use(path, node)
+            if banned := _banned(path):
+                self.add("banned_import", f"reaches {banned[0]} through sys.modules: {banned[1]}", node)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str):
+            self._check_text(node.value, node)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        # A string statement (a docstring) does nothing: its words are no evidence.
+        if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            self.generic_visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg:
+            self._check_text(node.arg, node)
+        self.generic_visit(node)
+
+    # stores: patching what is not the candidate's own
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._values[id(target)] = node.value
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign | ast.AugAssign) -> None:
+        if node.value is not None:
+            self._values[id(node.target)] = node.value
+        self.generic_visit(node)
+
+    visit_AugAssign = visit_AnnAssign
+
+    def _check_attribute_store(self, node: ast.Attribute) -> None:
+        if node.attr in _DUNDER_TARGETS:
+            self.add("monkey_patch", f"assigns {_short(node)}: it rewires an object behind the reader's back", node)
+        elif path := _join(self.resolve(node.value), node.attr):
+            self._report_patch(path, self._values.get(id(node)), node)
+
+    def _check_subscript_store(self, node: ast.Subscript) -> None:
+        self._check_item_store(node.value, node)
+
+    def _check_item_store(self, container: ast.AST | None, node: ast.AST) -> None:
+        base = self.resolve(container) if container is not None else None
+        if base == _NAMESPACE:
+            self.add("dynamic_code", f"writes {_short(node)}: it rebinds names where no reader looks", node)
+        elif base and base != "os.environ":  # setting TRITON_* environment variables is fine
+            self.add("monkey_patch", f"patches {_short(node)}: the judge's own code would see the change", node)
+
+    def _report_patch(self, path: str, value: ast.AST | None, node: ast.AST) -> None:
+        if path.startswith("torch.backends."):
+            flag = path.rsplit(".", 1)[1]
+            if flag in _PRECISION_FLAGS:
+                if self.fp32_reference and not _is_safe_precision(value):
+                    self.add("precision_downgrade", f"sets {path}: the reference computes in float32", node)
+                return
+            if flag == "benchmark":  # cudnn autotuning only makes library calls faster
+                return
+        self.add("monkey_patch", f"patches {path}: the judge's own calls would run the replacement", node)
+
+    # calls
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = self.resolve(node.func)
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if (path := self.resolve(node)) and func != "builtins.vars":  # getattr(m, "x"), sys.modules.get("x")
+            self._check_use(path, node)
+            if func == "sys.modules.get" and (banned := _banned(path)):
+                self.add("banned_import", f"reaches {banned[0]} through sys.modules: {banned[1]}", node)
+        self._check_import_call(node, func)
+        self._check_patch_call(node, func, method)
+        self._check_precision_call(node, func, method)
+        if method == "as_subclass" or (func == "builtins.type" and self._makes_tensor_class(node)):
+            self.add("tensor_subclass", f"calls {_short(node.func)}: it makes a tensor subclass", node)
+        if func == "contextlib.suppress" and any(self._broad_catch(a) for a in node.args):
+            self.add("fallback", "suppresses broad exceptions: a failing kernel can be skipped silently", node)
+        self.generic_visit(node)
+
+    def _check_import_call(self, node: ast.Call, func: str | None) -> None:
+        if func not in _IMPORT_FUNCS:
+            return
+        name = _const_str(node.args[0]) if node.args else None
+        if name is None:
+            self.add("dynamic_code", f"calls {func} with a name computed at run time", node)
+        elif banned := _banned(name):
+            self.add("banned_import", f"imports {banned[0]}: {banned[1]}", node)
+
+    def _check_patch_call(self, node: ast.Call, func: str | None, method: str | None) -> None:
+        args = [*node.args, None, None, None]
+        if func in ("builtins.setattr", "builtins.delattr") and node.args:
+            self._patch_target(args[0], args[1], args[2], node)
+        elif method in ("__setattr__", "__delattr__") and node.args:
+            if _const_str(node.args[0]) is not None:  # bound: torch.cuda.__setattr__("x", f)
+                self._patch_target(node.func.value, args[0], args[1], node)
+            else:  # unbound: object.__setattr__(target, "x", f)
+                self._patch_target(args[0], args[1], args[2], node)
+        elif func in ("operator.setitem", "operator.delitem", "operator.__setitem__", "operator.__delitem__"):
+            self._check_item_store(node.args[0] if node.args else None, node)
+        elif method in _DICT_MUTATORS:
+            owner = self.resolve(node.func.value)
+            if owner == _NAMESPACE:
+                self.add("dynamic_code", f"calls {_short(node.func)}: it rebinds names where no reader looks", node)
+            elif owner and (owner == "sys.modules" or owner.endswith(".__dict__")):
+                self.add("monkey_patch", f"patches {owner} with .{method}()", node)
+
+    def _patch_target(self, obj: ast.AST, name: ast.AST | None, value: ast.AST | None, node: ast.Call) -> None:
+        base = self.resolve(obj)
+        if not base or base == _NAMESPACE:
+            return
+        attr = _const_str(name)
+        if attr is None:
+            self.add("monkey_patch", f"patches an attribute of {base}, named at run time", node)
+        else:
+            self._report_patch(f"{base}.{attr}", value, node)
+
+    def _check_precision_call(self, node: ast.Call, func: str | None, method: str | None) -> None:
+        if not self.fp32_reference:
+            return
+        if method in ("half", "bfloat16") and not node.args:
+            self.add("precision_downgrade", f"calls .{method}(): the reference computes in float32", node)
+        elif func == "torch.set_float32_matmul_precision" and not _is_safe_precision(next(iter(node.args), None)):
+            self.add("precision_downgrade", "lowers torch's float32 matmul precision", node)
+        elif func == "triton.language.dot" and _dot_uses_tf32(node):
+            self.add("precision_downgrade", "tl.dot asks for TF32 inputs: the reference computes in float32", node)
+
+    def _makes_tensor_class(self, node: ast.Call) -> bool:
+        bases = node.args[1] if len(node.args) == 3 else None
+        return isinstance(bases, ast.Tuple) and any(self._is_tensor_class(b) for b in bases.elts)
+
+    # fallbacks
+
+    def visit_Try(self, node: ast.Try) -> None:
+        if not _does_no_work(node.body):
+            for handler in node.handlers:
+                caught = self._broad_catch(handler.type)
+                if caught and not (handler.body and isinstance(handler.body[-1], ast.Raise)):
+                    self.add("fallback", f"catches {caught} and carries on: a failing kernel can be replaced", handler)
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def _broad_catch(self, caught: ast.AST | None) -> str | None:
+        """The broad exception a handler's type catches (Exception, BaseException, RuntimeError), if any."""
+        if caught is None:
+            return "everything (bare except)"
+        for node in caught.elts if isinstance(caught, ast.Tuple) else [caught]:
+            path = self.resolve(node)
+            if path in _BROAD_ERRORS:
+                return path.removeprefix("builtins.")
+        return None
+
+
+def _dot_uses_tf32(node: ast.Call) -> bool:
+    """tl.dot(a, b, acc, input_precision, allow_tf32, ...) asking for TF32 by constant argument."""
+    options = {k.arg: k.value for k in node.keywords if k.arg}
+    for index, name in ((3, "input_precision"), (4, "allow_tf32")):
+        if len(node.args) > index:
+            options.setdefault(name, node.args[index])
+    precision = _const_str(options.get("input_precision")) or ""
+    allow = options.get("allow_tf32")
+    return precision.lower() == "tf32" or (isinstance(allow, ast.Constant) and allow.value is True)
+
+
+# Output caches in the forward path --------------------------------------------------------------------------------
+
+
+def _cache_findings(tree: ast.Module, symbols: _Symbols) -> Iterator[Finding]:
+    """Stores into state that outlives the call, keyed on the input's pointer, identity or shape."""
+    functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = defaultdict(list)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name].append(node)
+    for func in _reachable(functions, "forward"):
+        yield from _cache_writes(func, symbols)
+
+
+def _reachable(functions: dict[str, list], start: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions named `start` and every candidate function they call, matched by name."""
+    seen: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    todo = list(functions.get(start, ()))
+    while todo:
+        func = todo.pop()
+        if id(func) in seen:
+            continue
+        seen[id(func)] = func
+        for call in ast.walk(func):
+            if isinstance(call, ast.Call):
+                callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+                todo.extend(functions.get(callee, ()))
+    return list(seen.values())
+
+
+def _cache_writes(func: ast.FunctionDef | ast.AsyncFunctionDef, symbols: _Symbols) -> Iterator[Finding]:
+    fresh = _fresh_locals(func, symbols)
+    taint = _key_taint(func, symbols)
+    for node in ast.walk(func):
+        store = _container_store(node)
+        if store is None or _root_name(store[0]) in fresh:
+            continue
+        container, key = store
+        kinds = _key_kinds(key, taint, symbols)
+        # A shape key alone also fits honest config caches: flag it only when forward returns what it stored.
+        replayed = _SHAPE_KEY in kinds and func.name == "forward" and _returns_from(func, container)
+        if _IDENTITY_KEY in kinds or replayed:
+            yield Finding(
+                "output_cache",
+                f"stores into {_short(container)} keyed on {' and '.join(sorted(kinds))}: results can be replayed",
+                node.lineno,
+            )
+
+
+def _container_store(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    """(container, key) for `c[key] = v`, `c.setdefault(key, v)` and `c.__setitem__(key, v)`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+        return node.value, node.slice
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        if node.func.attr in ("setdefault", "__setitem__"):
+            return node.func.value, node.args[0]
+    return None
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _fresh_locals(func: ast.AST, symbols: _Symbols) -> set[str]:
+    """Local names only ever bound to a new object: stores into them die with the call."""
+    verdict: dict[str, bool] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign):
+            fresh = _is_fresh(node.value, symbols)
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    verdict[target.id] = verdict.get(target.id, True) and fresh
+    return {name for name, fresh in verdict.items() if fresh}
+
+
+def _is_fresh(value: ast.AST, symbols: _Symbols) -> bool:
+    literals = (ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.Constant)
+    if isinstance(value, literals):
+        return True
+    path = symbols.resolve(value.func) if isinstance(value, ast.Call) else None
+    return bool(path) and (path.startswith(("torch.", "numpy.", "collections.")) or path in (
+        "builtins.dict", "builtins.list", "builtins.set"))
+
+
+def _key_kinds(expr: ast.AST, taint: dict[str, set[str]], symbols: _Symbols) -> set[str]:
+    kinds: set[str] = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and _is_identity_call(node, symbols):
+            kinds.add(_IDENTITY_KEY)
+        elif isinstance(node, ast.Attribute) and node.attr == "shape":
+            kinds.add(_SHAPE_KEY)
+        elif isinstance(node, ast.Name) and node.id in taint:
+            kinds |= taint[node.id]
+    return kinds
+
+
+def _is_identity_call(call: ast.Call, symbols: _Symbols) -> bool:
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "data_ptr":
+        subject = call.func.value
+    elif symbols.resolve(call.func) == "builtins.id" and call.args:
+        subject = call.args[0]
+    else:
+        return False
+    # Keying on a weight's pointer (self.weight.data_ptr()) caches a prepared weight, not an output.
+    return _root_name(subject) not in ("self", "cls")
+
+
+def _key_taint(func: ast.AST, symbols: _Symbols) -> dict[str, set[str]]:
+    """Local names that carry a pointer, identity or shape (`key = (x.data_ptr(), x.shape)`)."""
+    taint: dict[str, set[str]] = {}
+    assigns = [n for n in ast.walk(func) if isinstance(n, ast.Assign)]
+    changed = True
+    while changed:
+        changed = False
+        for assign in assigns:
+            kinds = _key_kinds(assign.value, taint, symbols)
+            names = [n.id for t in assign.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            for name in names:
+                if kinds - taint.get(name, set()):
+                    taint[name] = taint.get(name, set()) | kinds
+                    changed = True
+    return taint
+
+
+def _returns_from(func: ast.AST, container: ast.expr) -> bool:
+    """True when the function returns a value read back from `container` as it is (`return c[key]`)."""
+    target = ast.dump(container)
+    read_names = {
+        t.id for n in ast.walk(func) if isinstance(n, ast.Assign) and _is_read(n.value, target)
+        for t in n.targets if isinstance(t, ast.Name)
+    }
+    return any(
+        isinstance(n, ast.Return) and n.value is not None
+        and (_is_read(n.value, target) or (isinstance(n.value, ast.Name) and n.value.id in read_names))
+        for n in ast.walk(func)
+    )
+
+
+def _is_read(expr: ast.AST, target: str) -> bool:
+    """`c[key]` or `c.get(key)` for the container dumped as `target`."""
+    if isinstance(expr, ast.Subscript):
+        return ast.dump(expr.value) == target
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "get":
+        return ast.dump(expr.func.value) == target
+    return False

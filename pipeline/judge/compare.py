@@ -1,0 +1,135 @@
+"""Comparing a candidate's outputs with the reference's: tolerances, NaN and Inf, degenerate problems."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pipeline.types import TrialResult
+
+# KernelBench's tolerances (atol = rtol), per output dtype.
+TOLERANCE = {
+    torch.float64: 1e-7,
+    torch.float32: 1e-4,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+# For degenerate problems: error relative to the reference's own variation (see `signal_error`).
+SIGNAL_TOLERANCE = {torch.float64: 1e-5, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 2e-2}
+
+
+@dataclass(frozen=True)
+class Degeneracy:
+    """Why a constant output would pass the plain check, if it would."""
+
+    degenerate: bool
+    reason: str = ""
+
+
+def subsample(t: torch.Tensor, sample: dict | None) -> torch.Tensor:
+    """A large tensor's strided subsample (`sample`: min_numel, elements, offset), the same on both sides of a
+    comparison: extra calls (repeats, the audit call, timed calls) ship this instead of GiBs of output. Small
+    tensors are returned whole."""
+    if sample is None or t.numel() <= sample["min_numel"]:
+        return t
+    stride = max(2, t.numel() // sample["elements"]) | 1
+    return t.detach().reshape(-1)[sample["offset"] % stride :: stride]
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return TOLERANCE.get(dtype, 0.0)
+
+
+def _allclose(out: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    return bool(torch.allclose(out.double(), ref.double(), atol=tol, rtol=tol, equal_nan=True))
+
+
+def detect_degenerate(trials: list[list[torch.Tensor]], device: str = "cpu") -> Degeneracy:
+    """A problem is degenerate when writing zeros, or one constant, would pass every correctness trial."""
+    floating = [[t.to(device) for t in outs if t.is_floating_point() and t.numel() > 0] for outs in trials]
+    if not any(floating):
+        return Degeneracy(False)
+    for label, make in (("all zeros", torch.zeros_like), ("a constant", lambda t: torch.full_like(t, float(t.double().mean())))):
+        if all(_allclose(make(t), t, tolerance(t.dtype)) for outs in floating for t in outs):
+            return Degeneracy(True, f"{label} would pass every trial within tolerance")
+    return Degeneracy(False)
+
+
+def signal_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| relative to how much the reference varies (||ref - mean||), or to ||ref|| if it is constant.
+
+    A constant or zero output scores about 1 however small the reference is; an honest one scores near rounding.
+    """
+    out, ref = out.double(), ref.double()
+    err = float(torch.linalg.vector_norm(out - ref))
+    scale = float(torch.linalg.vector_norm(ref - ref.mean()))
+    if scale == 0.0:
+        scale = float(torch.linalg.vector_norm(ref))
+    if scale == 0.0:
+        return 0.0 if err == 0.0 else float("inf")
+    return err / scale
+
+
+def _nonfinite_mismatch(out: torch.Tensor, ref: torch.Tensor) -> str:
+    """Where NaN or Inf differ: the candidate must be finite where the reference is, and match it where not."""
+    out_nan, ref_nan = out.isnan(), ref.isnan()
+    bad = out_nan ^ ref_nan
+    finite_out, finite_ref = ~out.isinf(), ~ref.isinf()
+    bad |= (out.isinf() | ref.isinf()) & ~((out == ref) & ~finite_out & ~finite_ref)
+    if not bool(bad.any()):
+        return ""
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    return f"non-finite mismatch at {list(index)}: candidate {float(out[index])}, reference {float(ref[index])}"
+
+
+def compare_tensor(out: torch.Tensor, ref: torch.Tensor, *, degenerate: bool) -> tuple[bool, float | None, float | None, str]:
+    """(passed, max abs error, max rel error, detail) for one output tensor."""
+    if out.shape != ref.shape:
+        return False, None, None, f"shape {list(out.shape)} != reference {list(ref.shape)}"
+    if out.dtype != ref.dtype:
+        return False, None, None, f"dtype {out.dtype} != reference {ref.dtype}"
+    if out.numel() == 0:
+        return True, 0.0, 0.0, ""
+    if not ref.is_floating_point():
+        same = bool(torch.equal(out, ref))
+        return same, None, None, "" if same else "integer/bool output differs from the reference"
+    tol = tolerance(ref.dtype)
+    o, r = out.double(), ref.double()
+    nonfinite = _nonfinite_mismatch(o, r)
+    finite = torch.isfinite(r) & torch.isfinite(o)
+    diff = (o - r).abs().where(finite, torch.zeros_like(o))
+    max_abs = float(diff.max())
+    max_rel = float((diff / r.abs().clamp_min(tol)).max())
+    if nonfinite:
+        return False, max_abs, max_rel, nonfinite
+    within = diff <= tol + tol * r.abs()
+    if not bool(within.all()):
+        index = tuple(int(i) for i in (~within).nonzero()[0])
+        worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+        return False, max_abs, max_rel, (
+            f"{int((~within).sum())} of {o.numel()} elements outside atol=rtol={tol:g}; first at {list(index)} "
+            f"(candidate {float(o[index]):.6g}, reference {float(r[index]):.6g}); worst at {list(worst)}"
+        )
+    if degenerate:
+        err = signal_error(o, r)
+        limit = SIGNAL_TOLERANCE.get(ref.dtype, 1e-3)
+        if err > limit:
+            return False, max_abs, max_rel, f"degenerate problem: error relative to the reference's variation is {err:.3g} > {limit:g}"
+    return True, max_abs, max_rel, ""
+
+
+def compare_outputs(name: str, outs: list[torch.Tensor], refs: list[torch.Tensor], *, degenerate: bool = False, device: str = "cpu") -> TrialResult:
+    """Compare every output of one call (on `device`: large outputs compare far faster on a GPU); the errors
+    reported are the largest over its tensors."""
+    if len(outs) != len(refs):
+        return TrialResult(name, False, detail=f"{len(outs)} output tensors, reference has {len(refs)}")
+    max_abs = max_rel = 0.0
+    for i, (out, ref) in enumerate(zip(outs, refs)):
+        passed, a, r, detail = compare_tensor(out.to(device), ref.to(device), degenerate=degenerate)
+        max_abs = max(max_abs, a or 0.0)
+        max_rel = max(max_rel, r or 0.0)
+        if not passed:
+            prefix = f"output {i}: " if len(refs) > 1 else ""
+            return TrialResult(name, False, a, r, prefix + detail)
+    return TrialResult(name, True, max_abs, max_rel)

@@ -1,0 +1,186 @@
+"""Pruning before the GPU: compile configurations for sm_90 on CPU cores, in parallel, and drop the hopeless.
+
+`PrunedEvaluator` wraps the device evaluator: each batch is compiled first (a `concurrent.futures` process pool);
+configurations that fail to compile, spill registers, or need more shared memory than an H200 block may have are
+answered without device time; one that compiles to the same binary as a configuration already measured gets that
+configuration's outcome (`duplicate_binary`, tinygrad's lesson). Only the rest reach the device.
+
+The compiler is a small protocol, so tests use a scripted one; `Sm90Compiler` is the real one, built on
+`pipeline.profiler.static.facts_for_call` (Triton's compiler with ptxas and cuobjdump from the wheel, no GPU needed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from pipeline.tuning.measurement import Evaluator, Measurement, TuneStatus
+from pipeline.tuning.recipe import LaunchRecipe, materialize
+from pipeline.tuning.space import Config
+
+H200_SHARED_BYTES_PER_BLOCK = 232_448
+
+
+@dataclass(frozen=True)
+class BinaryFacts:
+    """What compiling one configuration told us. `launch_sha256` identifies the launch: binary and grid together
+    (two configurations with equal binaries but different grids are different launches)."""
+
+    registers: int
+    spilled_bytes: int
+    shared_bytes: int
+    launch_sha256: str
+    uses_wgmma: bool = False
+    uses_tma: bool = False
+
+
+class Compiler(Protocol):
+    """Compiles one configuration; raises on a compile error (the pruner turns that into a status)."""
+
+    def compile(self, config: Config) -> BinaryFacts: ...
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The pruner's view of one configuration: facts, or why it failed to compile."""
+
+    facts: BinaryFacts | None
+    error: str = ""
+
+
+def compile_quietly(compiler: Compiler, config: Config) -> Compiled:
+    """Compile, turning any failure into data (this runs in a pool process: exceptions must not cross back)."""
+    try:
+        return Compiled(compiler.compile(config))
+    except Exception as exc:  # Triton raises many types; each is just a failed configuration here
+        return Compiled(None, f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def _scrub_environment() -> None:
+    """Pool processes import candidate code: keep the user's secrets out of their environment."""
+    from pipeline.judge.sandbox import clean_environment
+
+    keep = clean_environment("cuda")
+    for name in list(os.environ):
+        if name not in keep:
+            del os.environ[name]
+
+
+class PrunedEvaluator:
+    """Compiles each batch on CPU cores and measures only configurations worth device time."""
+
+    def __init__(self, inner: Evaluator, compiler: Compiler, *, workers: int = 2,
+                 shared_limit_bytes: int = H200_SHARED_BYTES_PER_BLOCK, allow_spills: bool = False) -> None:
+        self.inner, self.compiler, self.workers = inner, compiler, workers
+        self.shared_limit_bytes, self.allow_spills = shared_limit_bytes, allow_spills
+        self.outcomes: dict[str, Measurement] = {}  # launch sha256 -> the measured configuration's outcome
+        self.facts: dict[str, BinaryFacts] = {}  # config key -> facts
+        self._pool: Executor | None = None
+
+    def compile_all(self, configs: Sequence[Config]) -> list[Compiled]:
+        """Compile `configs` (in parallel when workers > 1)."""
+        if self.workers <= 1 or len(configs) <= 1:
+            return [compile_quietly(self.compiler, c) for c in configs]
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads or CUDA
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_scrub_environment)
+        return list(self._pool.map(compile_quietly, [self.compiler] * len(configs), configs))
+
+    def evaluate(self, configs: Sequence[Config]) -> list[Measurement]:
+        results: dict[str, Measurement] = {}
+        survivors: list[Config] = []
+        twins: dict[str, str] = {}  # config key -> launch sha256 of an earlier configuration
+        pending: set[str] = set()
+        for config, compiled in zip(configs, self.compile_all(configs)):
+            verdict = self._verdict(config, compiled)
+            if verdict is not None:
+                results[config.key] = verdict
+                continue
+            launch = compiled.facts.launch_sha256
+            self.facts[config.key] = compiled.facts
+            if launch in self.outcomes or launch in pending:
+                twins[config.key] = launch
+            else:
+                pending.add(launch)
+                survivors.append(config)
+        for measurement in self.inner.evaluate(survivors) if survivors else []:
+            results[measurement.config.key] = measurement
+            self.outcomes[self.facts[measurement.config.key].launch_sha256] = measurement
+        for key, launch in twins.items():
+            results[key] = _duplicate(Config.from_key(key), self.outcomes[launch])
+        return [results[c.key] for c in configs]
+
+    def _verdict(self, config: Config, compiled: Compiled) -> Measurement | None:
+        """A status from compiling alone, or None when the configuration deserves the device."""
+        facts = compiled.facts
+        if facts is None:
+            return Measurement(config, TuneStatus.COMPILE_ERROR, detail=compiled.error, measured=False)
+        if facts.shared_bytes > self.shared_limit_bytes:
+            return Measurement(config, TuneStatus.SHARED_OVERFLOW, measured=False,
+                               detail=f"{facts.shared_bytes} B of shared memory per block > {self.shared_limit_bytes} B")
+        if facts.spilled_bytes > 0 and not self.allow_spills:
+            return Measurement(config, TuneStatus.SPILLS, measured=False,
+                               detail=f"{facts.spilled_bytes} B spilled per thread at {facts.registers} registers")
+        return None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> PrunedEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _duplicate(config: Config, twin: Measurement) -> Measurement:
+    """The outcome of a configuration whose launch is identical to `twin`'s: the twin's time, no device time."""
+    detail = f"same binary and grid as {twin.config.key} ({twin.status.value})"
+    return replace(twin, config=config, status=TuneStatus.DUPLICATE_BINARY, measured=False, twin=twin.config.key,
+                   detail=detail, time_ms=twin.time_ms if twin.ok else None)
+
+
+# The real compiler ------------------------------------------------------------------------------------------------
+
+_KERNELS: dict[tuple[str, str], Any] = {}  # per process: each pool worker loads a kernel file once
+
+
+@dataclass(frozen=True)
+class Sm90Compiler:
+    """Compiles configurations of one launch recipe for the H200 with `pipeline.profiler.static` (no GPU needed).
+
+    Arguments are the recipe's, with tensors of 16 elements: what Triton compiles depends on dtypes, scalar
+    values and pointer alignment, not on how much memory lies behind a pointer.
+    """
+
+    kernel_path: str
+    recipe: LaunchRecipe
+
+    def compile(self, config: Config) -> BinaryFacts:
+        from pipeline.profiler.static import facts_for_call
+
+        kernel = self._kernel()
+        args = materialize(self.recipe, "cpu", small=True)
+        merged = {**self.recipe.constexprs, **config}
+        num_warps, num_stages = merged.pop("num_warps", 4), merged.pop("num_stages", 3)
+        # Constexprs and the other launch options (num_ctas, maxnreg) travel as keywords, as in a launch.
+        facts = facts_for_call(kernel, tuple(args.values()), merged, num_warps=num_warps, num_stages=num_stages)
+        grid = self.recipe.grid_for(config)
+        launch = hashlib.sha256(f"{facts.binary_sha256}:{json.dumps(grid)}".encode()).hexdigest()
+        return BinaryFacts(facts.registers, facts.spilled_bytes, facts.shared_bytes, launch, facts.uses_wgmma, facts.uses_tma)
+
+    def _kernel(self) -> Any:
+        key = (self.kernel_path, self.recipe.kernel)
+        if key not in _KERNELS:
+            from pipeline.tuning.worker import load_kernel
+
+            _KERNELS[key] = load_kernel(self.kernel_path, self.recipe.kernel)
+        return _KERNELS[key]
