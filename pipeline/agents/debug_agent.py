@@ -13,7 +13,7 @@ LOG_TAIL_LINES = 30
 class DebugAgent(Agent):
     name = "debug"
 
-    def repair(self, kernel: str, verdict: EvalResult, problem_source: str) -> Parsed[DebugReply] | StructuredFailure:
+    def repair(self, kernel: str, verdict: EvalResult, problem_source: str, feedback: str = "") -> Parsed[DebugReply] | StructuredFailure:
         """A repaired version of `kernel`, given why the judge failed it."""
         tail = "\n".join(verdict.log_tail.rstrip().splitlines()[-LOG_TAIL_LINES:])
         return self.ask(
@@ -24,4 +24,5 @@ class DebugAgent(Agent):
             status=verdict.status.value,
             reason=verdict.reason,
             log_tail=tail,
+            feedback=feedback,
         )

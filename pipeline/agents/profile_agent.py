@@ -12,6 +12,6 @@ from pipeline.llm.structured import Parsed, StructuredFailure
 class ProfileAgent(Agent):
     name = "profile"
 
-    def diagnose(self, kernel: str, profile: dict, stage: str, objective: str) -> Parsed[Diagnosis] | StructuredFailure:
+    def diagnose(self, kernel: str, profile: dict, stage: str, objective: str, feedback: str = "") -> Parsed[Diagnosis] | StructuredFailure:
         """What limits `kernel`, judged from `profile` (plain JSON data)."""
-        return self.ask("profile_diagnose", Diagnosis, kernel=kernel, profile=json.dumps(profile, indent=1), stage=stage, objective=objective)
+        return self.ask("profile_diagnose", Diagnosis, kernel=kernel, profile=json.dumps(profile, indent=1), stage=stage, objective=objective, feedback=feedback)

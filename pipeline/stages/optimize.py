@@ -1,34 +1,38 @@
-"""One problem through the method: seeds (stage 1), then parallel mapping, tiling and memory (stage 2).
+"""One problem through the method: seeds (stage 1), then parallel mapping, tiling and memory (stage 2), with a gate
+wherever a person may stop the engine: every plan, every proposed kernel, every verdict and every stage's end.
 
-Composes the agents, the judge and the store; it does no printing itself (progress goes to a callback) and never
-ends worse than the reference: only candidates the judge passed are kept, and on the GPU only faster ones.
+Composes a backend (the agent roles), the judge, the gates and the store; it does no printing itself (progress goes
+to a callback) and never ends worse than the reference: only candidates the judge passed are kept, and on the GPU
+only faster ones. Re-run over the same store it replays itself: model replies, verdicts, profiles and decisions
+come back from the store, so a killed worker reaches the gate it was waiting at with nothing judged twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.agents.code_agent import CodeAgent
-from pipeline.agents.debug_agent import DebugAgent
-from pipeline.agents.profile_agent import ProfileAgent
-from pipeline.agents.replies import Diagnosis
-from pipeline.expert.knowledge import for_stage
-from pipeline.llm.client import LLMClient
-from pipeline.llm.errors import LLMCallError
-from pipeline.llm.structured import StructuredFailure
+from pipeline.agents.backend import Backend, Measurements, NoProposal
+from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply
+from pipeline.llm.accounting import Ledger
 from pipeline.problems.loader import fingerprint_text, load_candidate
+from pipeline.profiler.report import ProfileReport
+from pipeline.sessions.gates import Ruling
 from pipeline.stages.method import ALGORITHM, HARDWARE_STAGES, PARADIGMS, Attempt, Budget, Decision, Progress, Stage
 from pipeline.store import Store
-from pipeline.types import Candidate, EvalOptions, EvalResult, Problem, Status, from_jsonable, to_jsonable
+from pipeline.types import Candidate, EvalOptions, EvalResult, Problem, from_jsonable, to_jsonable
 
 # A rewrite must beat the best by this much to be kept: smaller differences are noise.
 MIN_GAIN = 0.01
+# A step whose proposal a person rejects is asked again with the feedback, at most this many times.
+MAX_REJECTIONS = 3
 
 
 class Evaluator(Protocol):
@@ -39,60 +43,85 @@ class Evaluator(Protocol):
     def evaluate(self, problem: Problem, candidate: Candidate) -> EvalResult: ...
 
 
-# Profiles a candidate file against the problem file: plain JSON data for the Profile Agent
-# (pipeline.profiler's compact ProfileReport in `egg optimize`).
-Profiler = Callable[[str, str], dict]
+class Gates(Protocol):
+    """Where the engine stops for a person (pipeline.sessions.gates.StoreGates)."""
+
+    def ask(self, stage: str, kind: str, payload: dict[str, Any]) -> Ruling: ...
+
+    def checkpoint(self) -> None: ...
+
+
+# Profiles a candidate file against the problem file (pipeline.profiler's ProfileReport).
+Profiler = Callable[[str, str], ProfileReport]
+# Progress for people: (message, kind, data); the session worker stores each as an event.
+EventSink = Callable[..., None]
 
 
 class BudgetExhausted(Exception):
     """Raised before a call that the budget no longer allows; ends the run with the best found so far."""
 
 
+class StageStopped(Exception):
+    """A person stopped the stage: it ends with what it has kept."""
+
+
+class SessionStopped(Exception):
+    """A person stopped the session at a stage's end: no further stage runs."""
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """A kernel to judge: the backend's proposal as approved, or a person's edit of it."""
+
+    source: str
+    author: str  # the backend's name, or "person"
+    note: str = ""  # the rationale (a repair's cause), or who wrote it
+    tunables: tuple = ()
+    paradigm: str | None = None
+
+
 class Optimizer:
     """Runs the stages for one problem and keeps everything in the store."""
 
-    def __init__(
-        self,
-        problem: Problem,
-        judge: Evaluator,
-        client: LLMClient,
-        store: Store,
-        run_id: str,
-        work_dir: Path,
-        budget: Budget = Budget(),
-        on_event: Callable[[str], None] = lambda message: None,
-        profiler: Profiler | None = None,
-    ) -> None:
-        self.problem, self.judge, self.store, self.run_id = problem, judge, store, run_id
-        self.client = client.labelled(run=run_id, problem=problem.name)
-        self.work_dir = work_dir
-        self.budget, self.on_event, self.profiler = budget, on_event, profiler
+    def __init__(self, problem: Problem, judge: Evaluator, backend: Backend, store: Store, session_id: str, work_dir: Path,
+                 gates: Gates, budget: Budget = Budget(), on_event: EventSink = lambda message, kind="info", **data: None,
+                 profiler: Profiler | None = None, ledger: Ledger | None = None) -> None:
+        self.problem, self.judge, self.backend, self.store, self.session_id = problem, judge, backend, store, session_id
+        self.work_dir, self.gates, self.budget, self.on_event, self.profiler = work_dir, gates, budget, on_event, profiler
+        self.ledger = ledger or Ledger()
         self.problem_source = Path(problem.path).read_text(encoding="utf-8")
         self.progress = Progress()
         self.started = time.monotonic()
-        self._calls_seen = 0
-        self._last_source, self._last_id = "", 0
+        self._feedback: dict[str, list[str]] = {}
+        self._calls_seen = 0  # stage -> what reviewers said when rejecting verdicts there
         self.options_key = hashlib.sha256(json.dumps(to_jsonable(judge.options), sort_keys=True).encode()).hexdigest()[:16]
         self.timed = judge.options.device != "cpu" and judge.options.timing
 
     # the run -------------------------------------------------------------------------------------------------------
 
     def run(self) -> Progress:
-        """Every stage in order, resuming finished ones from the store; stops early when the budget runs out."""
+        """Every stage in order, resuming finished ones from the store; stops early when the budget runs out or a
+        person stops the session."""
         try:
             for stage in (ALGORITHM, *HARDWARE_STAGES):
                 if self._resume_stage(stage):
                     continue
-                self.on_event(f"stage {stage.name}: {stage.objective}")
-                self.seed_stage() if stage is ALGORITHM else self.hardware_stage(stage)
-                self._checkpoint(stage)
+                self.on_event(f"stage {stage.name}: {stage.objective}", "stage", stage=stage.name)
+                try:
+                    self.seed_stage() if stage is ALGORITHM else self.hardware_stage(stage)
+                except StageStopped:
+                    self._decide(stage.name, "stopped by the reviewer")
+                self.end_stage(stage)
         except BudgetExhausted as why:
             self.progress.stopped = str(why)
-            self.on_event(f"budget exhausted: {why}; keeping the best found so far")
+            self.on_event(f"budget exhausted: {why}; keeping the best found so far", "budget")
+        except SessionStopped:
+            self.progress.stopped = "stopped by the reviewer"
+            self.on_event("the reviewer stopped the session; keeping the best found so far", "stopped")
         return self.progress
 
     def _resume_stage(self, stage: Stage) -> bool:
-        saved = self.store.stage(self.run_id, stage.name)
+        saved = self.store.stage(self.session_id, stage.name)
         if saved is None or saved[0] != "done":
             return False
         state = saved[1]
@@ -101,7 +130,10 @@ class Optimizer:
             self.progress.best_result = from_jsonable(EvalResult, state["best_result"])
         self.progress.decisions = [Decision(**d) for d in state["decisions"]]
         self.progress.attempts = [Attempt(**a) for a in state["attempts"]]
-        self.on_event(f"stage {stage.name}: done in an earlier run, resumed from the store")
+        self.progress.stopped = state.get("stopped", "")
+        self.on_event(f"stage {stage.name}: done in an earlier run, resumed from the store", "stage", stage=stage.name, resumed=True)
+        if self.progress.stopped:
+            raise SessionStopped()
         return True
 
     def _checkpoint(self, stage: Stage) -> None:
@@ -113,86 +145,172 @@ class Optimizer:
             "decisions": [dataclasses.asdict(d) for d in p.decisions],
             "attempts": [dataclasses.asdict(a) for a in p.attempts],
             "best_result": to_jsonable(p.best_result) if p.best_result else None,
+            "stopped": p.stopped,
         }
-        self.store.save_stage(self.run_id, stage.name, "done", state)
+        self.store.save_stage(self.session_id, stage.name, "done", state)
 
     # stage 1 -------------------------------------------------------------------------------------------------------
 
     def seed_stage(self) -> None:
         """k seeds of different paradigms, each judged (and repaired if it fails), then expert transformations
         applied to each correct seed; the best of all is kept."""
-        code = CodeAgent(self.client.labelled(stage=ALGORITHM.name), for_stage(ALGORITHM.name))
         count = min(self.budget.seeds, len(PARADIGMS))
         correct: list[tuple[str, str, int]] = []  # (source, paradigm, candidate id)
         for index, paradigm in enumerate(PARADIGMS[:count], start=1):
-            self._check_budget()
-            reply = self._ask(lambda: code.seed(self.problem_source, paradigm, index, count))
-            if reply is None:
-                self._note(ALGORITHM.name, "seed", f"seed {index}: no usable reply")
+            proposed = self.propose(ALGORITHM.name, "seed", lambda fb: self.backend.seed(self.problem_source, paradigm, index, count, fb),
+                                    parent_id=None, parent_source=self.problem_source, label=f"seed {index} of {count}")
+            if proposed is None:
                 continue
-            if self.consider(reply.value.kernel, ALGORITHM.name, "seed", None, note=reply.value.paradigm or "").ok:
-                correct.append((self._last_source, reply.value.paradigm or paradigm, self._last_id))
+            cid, result, source = self.consider(proposed, ALGORITHM.name, "seed", None, note=proposed.paradigm or "")
+            if result.ok:
+                correct.append((source, proposed.paradigm or paradigm, cid))
         for source, paradigm, cid in correct if self.budget.transforms else []:
-            self._check_budget()
-            reply = self._ask(lambda: code.transform(self.problem_source, source, paradigm))
-            if reply is None:
-                self._note(ALGORITHM.name, "transform", f"candidate {cid}: no usable transformation")
-                continue
-            self.consider(reply.value.kernel, ALGORITHM.name, "transform", cid, note=reply.value.rationale or "")
+            self.propose_and_consider(ALGORITHM.name, "transform", lambda fb, s=source, p=paradigm: self.backend.transform(self.problem_source, s, p, fb),
+                                      parent_id=cid, parent_source=source, label=f"transformation of candidate {cid}")
         self._decide(ALGORITHM.name, "best seed" if self.progress.best_id is not None else "no seed passed the judge")
 
     # stage 2 -------------------------------------------------------------------------------------------------------
 
     def hardware_stage(self, stage: Stage) -> None:
-        """Rounds of profile -> diagnose -> rewrite -> judge (-> debug), keeping only improvements."""
+        """Rounds of profile -> plan -> rewrite -> judge (-> debug), keeping only improvements."""
         if self.progress.best_source is None:
             self._decide(stage.name, "skipped: no correct kernel to tune")
             return
-        profile_agent = ProfileAgent(self.client.labelled(stage=stage.name), for_stage(stage.name))
-        code = CodeAgent(self.client.labelled(stage=stage.name), for_stage(stage.name))
         before = self.progress.best_id
-        for _ in range(self.budget.rounds):
+        for round_index in range(self.budget.rounds):
             if self._near_roofline():
-                self.on_event(f"stage {stage.name}: within {self.budget.roofline_stop:.0%} of the physical floor, stopping")
+                self.on_event(f"stage {stage.name}: within {self.budget.roofline_stop:.0%} of the physical floor, stopping", "info")
                 break
-            self._check_budget()
-            diagnosis = self._ask(lambda: profile_agent.diagnose(self.progress.best_source, self._profile(), stage.name, stage.objective))
-            if diagnosis is None:
-                self._note(stage.name, "profile", "the Profile Agent gave no usable diagnosis")
+            plan = self.plan(stage)
+            if plan is None:
                 continue
-            self._check_budget()
-            reply = self._ask(lambda: code.rewrite(self.progress.best_source, stage.name, stage.objective, diagnosis.value, self.progress.decisions, self._time_text()))
-            if reply is None:
-                self._note(stage.name, "rewrite", "the Code Agent gave no usable kernel")
+            best_source, best_id = self.progress.best_source, self.progress.best_id
+            ask = lambda fb: self.backend.rewrite(best_source, stage.name, stage.objective, plan, self.progress.decisions, self._time_text(), fb)
+            proposed = self.propose(stage.name, "rewrite", ask, parent_id=best_id, parent_source=best_source, label=f"rewrite, round {round_index + 1}")
+            if proposed is None:
                 continue
-            result = self.consider(reply.value.kernel, stage.name, "rewrite", self.progress.best_id, note=_top_fix(diagnosis.value))
-            if result.ok and reply.value.tunables:
-                self.tune(self._last_source, reply.value.tunables, stage.name)
+            cid, result, source = self.consider(proposed, stage.name, "rewrite", best_id, note=proposed.note or _top_fix(plan))
+            if result.ok and proposed.tunables:
+                self.tune(source, list(proposed.tunables), stage.name, cid)
         kept = self.progress.best_id != before
         self._decide(stage.name, "kept a faster kernel" if kept else "no improvement kept")
 
-    # judging -------------------------------------------------------------------------------------------------------
-
-    def consider(self, source: str, stage: str, origin: str, parent: int | None, note: str = "") -> EvalResult:
-        """Judge a candidate, repair it while it fails (bounded), and keep it if it is the best so far."""
-        cid, result = self.judge_source(source, stage, origin, parent, note)
-        for _ in range(self.budget.debug_rounds):
-            if result.ok:
-                break
+    def plan(self, stage: Stage) -> Diagnosis | None:
+        """The Profile role's Diagnosis of the best kernel, through its plan gate (None: the round is skipped)."""
+        measurements = self.measure()
+        feedback: list[str] = []
+        for _ in range(MAX_REJECTIONS + 1):
             self._check_budget()
-            debug = DebugAgent(self.client.labelled(stage=stage), for_stage("debug"))
-            reply = self._ask(lambda: debug.repair(source, result, self.problem_source))
-            if reply is None:
-                break
-            source = reply.value.kernel
-            cid, result = self.judge_source(source, stage, "debug", cid, reply.value.cause or "")
-        if result.ok:
-            self._maybe_keep(cid, source, result, stage)
-        self._last_source, self._last_id = source, cid
-        return result
+            reply = self.backend.diagnose(self.progress.best_source, measurements, stage.name, stage.objective, "\n".join(feedback))
+            self._store_new_calls()
+            payload = {
+                "proposal": reply.model_dump(mode="json") if isinstance(reply, Diagnosis) else None,
+                "note": reply.reason if isinstance(reply, NoProposal) else "",
+                "author": self.backend.name,
+                "kernel_id": self.progress.best_id,
+                "objective": stage.objective,
+                "measurements": measurements.for_model(),
+                "report": to_jsonable(measurements.report) if measurements.report else None,
+            }
+            if isinstance(reply, NoProposal):
+                self.on_event(f"  no plan from {self.backend.name}: {reply.reason}", "no_proposal", stage=stage.name)
+            ruling = self.gates.ask(stage.name, "plan", payload)
+            if ruling.action == "approve":
+                return reply if isinstance(reply, Diagnosis) else None
+            if ruling.action == "edit":
+                self.on_event("  the reviewer edited the plan", "decision", action="edit")
+                return ruling.value
+            if ruling.action == "stop":
+                raise StageStopped()
+            if ruling.action == "skip":
+                return None
+            feedback.append(ruling.feedback or "the plan was rejected")
+        self.on_event(f"  plan rejected {MAX_REJECTIONS + 1} times: this round is skipped", "info")
+        return None
 
-    def tune(self, source: str, tunables: list, stage: str) -> None:
-        """Hand the numbers the Code Agent named to the tuning engine; every configuration is judged in full."""
+    # proposing and judging -----------------------------------------------------------------------------------------
+
+    def propose(self, stage: str, step: str, ask: Callable[[str], KernelReply | DebugReply | NoProposal], *, parent_id: int | None,
+                parent_source: str | None, label: str) -> Proposed | None:
+        """Ask the backend for a kernel and pass it through its kernel gate; rejections go back with their
+        feedback. None: no kernel for this step (skipped, or nothing proposed and nothing written)."""
+        feedback = list(self._feedback.get(stage, []))
+        for _ in range(MAX_REJECTIONS + 1):
+            self._check_budget()
+            reply = ask("\n".join(feedback))
+            self._store_new_calls()
+            source = None if isinstance(reply, NoProposal) else reply.kernel
+            if isinstance(reply, NoProposal):
+                self.on_event(f"  {label}: nothing proposed ({reply.reason})", "no_proposal", stage=stage, step=step)
+            payload = {
+                "step": step,
+                "label": label,
+                "proposal": source,
+                "note": reply.reason if isinstance(reply, NoProposal) else "",
+                "author": self.backend.name,
+                "rationale": _rationale(reply),
+                "paradigm": getattr(reply, "paradigm", None),
+                "tunables": [t.model_dump() for t in getattr(reply, "tunables", None) or []],
+                "parent_id": parent_id,
+                "parent_source": parent_source,
+                "diff": unified_diff(parent_source or "", source or "", "parent" if parent_id else "reference"),
+            }
+            ruling = self.gates.ask(stage, "kernel", payload)
+            if ruling.action == "approve" and source is not None:
+                return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()), getattr(reply, "paradigm", None))
+            if ruling.action == "edit":
+                self.on_event(f"  {label}: the reviewer wrote the kernel", "decision", action="edit")
+                return Proposed(ruling.value, "person", "written by the reviewer" if source is None else "edited by the reviewer")
+            if ruling.action == "stop":
+                raise StageStopped()
+            if ruling.action in ("skip", "approve"):
+                return None
+            feedback.append(ruling.feedback or "the kernel was rejected")
+        self.on_event(f"  {label}: rejected {MAX_REJECTIONS + 1} times, moving on", "info")
+        return None
+
+    def propose_and_consider(self, stage: str, step: str, ask, *, parent_id: int | None, parent_source: str | None, label: str) -> None:
+        proposed = self.propose(stage, step, ask, parent_id=parent_id, parent_source=parent_source, label=label)
+        if proposed is not None:
+            self.consider(proposed, stage, step, parent_id)
+
+    def consider(self, proposed: Proposed, stage: str, origin: str, parent: int | None, note: str | None = None) -> tuple[int, EvalResult, str]:
+        """Judge a candidate, show its verdict at a gate, repair it while it fails (at most `debug_rounds` times),
+        and keep it if it is the best so far and the reviewer accepts it. Returns the last candidate's id, verdict
+        and source."""
+        source = proposed.source
+        cid, result = self.judge_source(source, stage, origin, parent, proposed.note if note is None else note, proposed.author)
+        repairs = 0
+        while True:
+            ruling = self.verdict_gate(stage, cid, result)
+            if result.ok or ruling.action != "approve" or repairs >= self.budget.debug_rounds:
+                break
+            repairs += 1
+            failed_id, failed_source, failed = cid, source, result
+            repaired = self.propose(stage, "repair", lambda fb: self.backend.repair(failed_source, failed, self.problem_source, fb),
+                                    parent_id=failed_id, parent_source=failed_source, label=f"repair of candidate {failed_id}")
+            if repaired is None:
+                break
+            source = repaired.source
+            cid, result = self.judge_source(source, stage, "debug", failed_id, repaired.note, repaired.author)
+        if result.ok and ruling.action == "approve":
+            self._maybe_keep(cid, source, result)
+        return cid, result, source
+
+    def verdict_gate(self, stage: str, cid: int, result: EvalResult) -> Ruling:
+        """Accept the verdict (a passing kernel competes for the stage's best; a failing one goes to repair), or
+        not; a rejection's feedback goes to the stage's next proposals."""
+        payload = {"candidate_id": cid, "verdict": to_jsonable(result), "best_id": self.progress.best_id, "best_ms": self.progress.best_ms,
+                   "would_keep": result.ok and self._better(result)}
+        ruling = self.gates.ask(stage, "verdict", payload)
+        if ruling.action == "reject" and ruling.feedback:
+            self._feedback.setdefault(stage, []).append(ruling.feedback)
+        if ruling.action == "stop":
+            raise StageStopped()
+        return ruling
+
+    def tune(self, source: str, tunables: list, stage: str, parent: int) -> None:
+        """Hand the numbers the Code role named to the tuning engine; every configuration is judged in full."""
         from pipeline.stages.tunables import JudgeEvaluator, tunable_space, tuned_kernel
         from pipeline.tuning.strategy import Budget as SearchBudget
         from pipeline.tuning.strategy import make_strategy
@@ -202,24 +320,25 @@ class Optimizer:
         if self.budget.tune_evals < 1:
             return
         if space is None or kernel is None:
-            self.on_event("  tuning skipped: no tunable with several values belongs to one @triton.jit kernel")
+            self.on_event("  tuning skipped: no tunable with several values belongs to one @triton.jit kernel", "info")
             return
         if not self.timed:
-            self.on_event("  tuning skipped: nothing is timed on this device")
+            self.on_event("  tuning skipped: nothing is timed on this device", "info")
             return
-        parent = self.progress.attempts[-1].candidate_id
-        evaluator = JudgeEvaluator(source, kernel, lambda variant, note: self.judge_source(variant, stage, "tune", parent, note))
+        evaluator = JudgeEvaluator(source, kernel, lambda variant, note: self.judge_source(variant, stage, "tune", parent, note, "tuning"))
         search = make_strategy("pattern").run(space, evaluator, SearchBudget(max_evals=self.budget.tune_evals))
         for config, variant, cid, result in evaluator.judged:
             if result.ok:
-                self._maybe_keep(cid, variant, result, stage)
+                self._maybe_keep(cid, variant, result)
         best = search.best
-        self.on_event(f"  tuned {kernel} over {', '.join(p.name for p in space.params)}: {search.evaluations} judged, best {dict(best.config) if best else None}")
+        self.on_event(f"  tuned {kernel} over {', '.join(p.name for p in space.params)}: {search.evaluations} judged, best {dict(best.config) if best else None}", "tuned")
 
-    def judge_source(self, source: str, stage: str, origin: str, parent: int | None, note: str) -> tuple[int, EvalResult]:
+    def judge_source(self, source: str, stage: str, origin: str, parent: int | None, note: str, author: str = "agent") -> tuple[int, EvalResult]:
         """Write the candidate to a real file (Triton reads source files), judge it, or reuse its stored verdict."""
+        self.gates.checkpoint()
         source_fp = fingerprint_text(source)
-        cid = self.store.add_candidate(self.run_id, stage, origin, source, source_fp, parent, note)
+        key = f"{stage}/{origin}/{parent}/{source_fp}"
+        cid = self.store.add_candidate(self.session_id, stage, origin, source, source_fp, parent, note, author, key)
         path = self.work_dir / "candidates" / f"c{cid:04d}_{stage}_{origin}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source, encoding="utf-8")
@@ -227,53 +346,104 @@ class Optimizer:
         if stored is not None:
             result = from_jsonable(EvalResult, stored)
         else:
+            self.on_event(f"  judging candidate {cid} ({origin})", "judging", candidate_id=cid)
             result = self.judge.evaluate(self.problem, load_candidate(path))
             self.store.save_verdict(self.problem.fingerprint, source_fp, self.options_key, result.status.value, to_jsonable(result))
         median = result.timing.median_ms if result.timing else None
         self.progress.attempts.append(Attempt(cid, stage, origin, result.status.value, result.reason, median, False, note))
-        self.on_event(f"  candidate {cid} ({origin}): {result.status.value}" + (f", {median:.4f} ms" if median else "") + f" - {result.reason}")
+        self.on_event(f"  candidate {cid} ({origin}): {result.status.value}" + (f", {median:.4f} ms" if median else "") + f" - {result.reason}",
+                      "verdict", candidate_id=cid, status=result.status.value, median_ms=median)
         return cid, result
 
-    def _maybe_keep(self, cid: int, source: str, result: EvalResult, stage: str) -> None:
+    def _better(self, result: EvalResult) -> bool:
         p = self.progress
         median = result.timing.median_ms if result.timing else None
         if p.best_id is None:
-            better = True
-        elif self.timed and median is not None and p.best_ms is not None:
-            better = median < p.best_ms * (1 - MIN_GAIN)
-        else:
-            better = False  # without timing nothing can be shown to be better than what is kept
-        if better:
-            p.best_id, p.best_source, p.best_ms = cid, source, median
-            p.best_result = result
-            index = next(i for i in range(len(p.attempts) - 1, -1, -1) if p.attempts[i].candidate_id == cid)
-            p.attempts[index] = dataclasses.replace(p.attempts[index], accepted=True)
+            return True
+        if self.timed and median is not None and p.best_ms is not None:
+            return median < p.best_ms * (1 - MIN_GAIN)
+        return False  # without timing nothing can be shown to be better than what is kept
+
+    def _maybe_keep(self, cid: int, source: str, result: EvalResult) -> None:
+        if not self._better(result):
+            return
+        p = self.progress
+        p.best_id, p.best_source, p.best_ms = cid, source, result.timing.median_ms if result.timing else None
+        p.best_result = result
+        index = next(i for i in range(len(p.attempts) - 1, -1, -1) if p.attempts[i].candidate_id == cid)
+        p.attempts[index] = dataclasses.replace(p.attempts[index], accepted=True)
+        self.on_event(f"  candidate {cid} is the best so far", "best", candidate_id=cid, median_ms=p.best_ms)
+
+    # stage ends ----------------------------------------------------------------------------------------------------
+
+    def end_stage(self, stage: Stage) -> None:
+        """The stage_end gate: the decisions that travel on (editable, and so is the kernel the next stage starts
+        from), then the checkpoint."""
+        p = self.progress
+        passing = [a for a in p.attempts if a.status == "ok"]
+        payload = {
+            "proposal": {"decisions": [{"stage": d.stage, "summary": d.summary} for d in p.decisions], "best_id": p.best_id},
+            "best_ms": p.best_ms,
+            "choices": [{"id": a.candidate_id, "stage": a.stage, "origin": a.origin, "median_ms": a.median_ms} for a in passing],
+        }
+        ruling = self.gates.ask(stage.name, "stage_end", payload)
+        if ruling.action == "edit":
+            self._apply_stage_end(ruling.value)
+        if ruling.action == "stop":
+            p.stopped = "stopped by the reviewer"
+        self._checkpoint(stage)
+        if ruling.action == "stop":
+            raise SessionStopped()
+
+    def _apply_stage_end(self, end) -> None:
+        """A reviewer's edit of what travels: the summaries (matched by stage) and the kernel to go on from."""
+        p = self.progress
+        summaries = {d.stage: d.summary for d in end.decisions}
+        p.decisions = [dataclasses.replace(d, summary=summaries.get(d.stage, d.summary)) for d in p.decisions]
+        if end.best_id is not None and end.best_id != p.best_id:
+            record = self.store.candidate_source(end.best_id)
+            attempt = next(a for a in p.attempts if a.candidate_id == end.best_id)
+            stored = self.store.verdict(self.problem.fingerprint, fingerprint_text(record), self.options_key)
+            p.best_id, p.best_source, p.best_ms = end.best_id, record, attempt.median_ms
+            p.best_result = from_jsonable(EvalResult, stored) if stored else None
+            self.on_event(f"  the reviewer chose candidate {end.best_id} to go on from", "decision", action="edit")
+
+    # measurements --------------------------------------------------------------------------------------------------
+
+    def measure(self) -> Measurements:
+        """What the Profile role is shown of the best kernel: the judge's verdict and the profiler's report, which
+        is kept in the store so a replayed session shows the same plan gate."""
+        result = self.progress.best_result
+        if self.profiler is None or result is None:
+            return Measurements(result, None, "" if self.profiler else "no profiler in this run")
+        source_fp = fingerprint_text(self.progress.best_source)
+        environment_fp = hashlib.sha256(json.dumps(result.environment, sort_keys=True).encode()).hexdigest()[:16]
+        kept = self.store.profile(self.problem.fingerprint, source_fp, environment_fp)
+        if kept is not None:
+            return Measurements(result, from_jsonable(ProfileReport, kept))
+        path = self.work_dir / "candidates" / f"profile_c{self.progress.best_id:04d}.py"
+        path.write_text(self.progress.best_source, encoding="utf-8")
+        self.on_event(f"  profiling candidate {self.progress.best_id}", "profiling", candidate_id=self.progress.best_id)
+        try:
+            report = self.profiler(str(path), self.problem.path)
+        except Exception as error:  # a profile that fails leaves the judge's numbers; the run goes on
+            self.on_event(f"  profiling failed ({type(error).__name__}: {error}); the Profile role sees the judge's numbers only", "info")
+            return Measurements(result, None, f"{type(error).__name__}: {error}")
+        self.store.save_profile(self.problem.fingerprint, source_fp, environment_fp, to_jsonable(report))
+        return Measurements(result, report)
 
     # helpers -------------------------------------------------------------------------------------------------------
 
-    def _ask(self, call: Callable[[], Any]):
-        """An agent's typed reply, or None when the model failed (malformed replies, transport failures)."""
-        try:
-            reply = call()
-        except LLMCallError as error:
-            self.on_event(f"  model call failed: {error}")
-            reply = None
-        finally:
-            self._store_new_calls()
-        if isinstance(reply, StructuredFailure):
-            self.on_event(f"  malformed reply after {len(reply.errors)} tries: {reply.errors[-1][:160]}")
-            return None
-        return reply
-
     def _store_new_calls(self) -> None:
-        records = self.client.ledger.records
+        records = self.ledger.records
         for record in records[self._calls_seen:]:
-            self.store.add_call(self.run_id, record.model_dump(mode="json"))
+            self.store.add_call(self.session_id, record.model_dump(mode="json"))
         self._calls_seen = len(records)
 
     def _check_budget(self) -> None:
-        b, ledger = self.budget, self.client.ledger
-        calls = [r for r in ledger.records if r.run == self.run_id and r.problem == self.problem.name]
+        self.gates.checkpoint()
+        b = self.budget
+        calls = self.ledger.records  # the session's own ledger
         if len(calls) >= b.max_llm_calls:
             raise BudgetExhausted(f"{len(calls)} model calls (limit {b.max_llm_calls})")
         cost = sum(r.cost_usd or 0.0 for r in calls)
@@ -288,38 +458,25 @@ class Optimizer:
             return False
         return result.physical_floor_ms / self.progress.best_ms >= self.budget.roofline_stop
 
-    def _profile(self) -> dict[str, Any]:
-        """What the Profile Agent is shown: the judge's numbers for the best kernel, and the profiler's report
-        (NCU counters, kernel times or static sm_90 facts, whichever the machine allows)."""
-        result = self.progress.best_result
-        if result is None:
-            return {"note": "no measurements"}
-        data: dict[str, Any] = {"device": result.device, "kernels_launched": result.kernels_launched}
-        if result.timing:
-            data["time_ms"] = {"median": result.timing.median_ms, "ci95": [result.timing.ci95_low_ms, result.timing.ci95_high_ms]}
-            data["speedups"] = result.speedups
-            data["physical_floor_ms"] = result.physical_floor_ms
-        else:
-            data["note"] = "correctness only on this device: no timings"
-        if self.profiler is not None:
-            path = self.work_dir / "candidates" / f"profile_c{self.progress.best_id:04d}.py"
-            path.write_text(self.progress.best_source, encoding="utf-8")
-            try:
-                data["profile"] = self.profiler(str(path), self.problem.path)
-            except Exception as error:  # a profile that fails leaves the judge's numbers; the run goes on
-                data["profile_error"] = f"{type(error).__name__}: {error}"
-                self.on_event(f"  profiling failed ({type(error).__name__}: {error}); the Profile Agent sees the judge's numbers only")
-        return data
-
     def _time_text(self) -> str:
         return f"{self.progress.best_ms:.4f} ms" if self.progress.best_ms else "not timed on this device"
 
     def _decide(self, stage: str, summary: str) -> None:
         p = self.progress
-        self.progress.decisions.append(Decision(stage, summary, p.best_id, p.best_ms))
+        p.decisions.append(Decision(stage, summary, p.best_id, p.best_ms))
 
-    def _note(self, stage: str, origin: str, message: str) -> None:
-        self.on_event(f"  {message}")
+
+def unified_diff(before: str, after: str, before_name: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, "proposal")
+    return "".join(lines)
+
+
+def _rationale(reply: Any) -> str | None:
+    if isinstance(reply, KernelReply):
+        return reply.rationale
+    if isinstance(reply, DebugReply):
+        return reply.cause
+    return None
 
 
 def _top_fix(diagnosis: Diagnosis) -> str:

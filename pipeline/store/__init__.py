@@ -1,148 +1,334 @@
-"""The run store: SQLite (WAL) with migrations; everything a report needs and a killed run needs to resume."""
+"""The store: one SQLite file (WAL, foreign keys on, a busy timeout) on sqlite-utils, a connection per thread.
+
+It is the only channel between egg's processes: a worker writes sessions' gates, events, candidates and verdicts;
+the CLI and the web app write sessions, decisions and cancel requests. Everything a report needs, and everything
+a killed worker needs to resume at the same gate, is here.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import sqlite3
 import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# Applied in order, once each; the database's user_version counts those applied. Never edit one: append.
-MIGRATIONS = (
-    """
-    CREATE TABLE runs (
-        id TEXT PRIMARY KEY, started_at TEXT NOT NULL, problem_path TEXT NOT NULL, problem_fp TEXT NOT NULL,
-        settings_json TEXT NOT NULL, environment_json TEXT NOT NULL DEFAULT '{}', status TEXT NOT NULL,
-        finished_at TEXT
-    );
-    CREATE TABLE candidates (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(id), stage TEXT NOT NULL,
-        origin TEXT NOT NULL, parent_id INTEGER, source_fp TEXT NOT NULL, source TEXT NOT NULL,
-        note TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL
-    );
-    CREATE TABLE verdicts (
-        problem_fp TEXT NOT NULL, source_fp TEXT NOT NULL, options_key TEXT NOT NULL, status TEXT NOT NULL,
-        result_json TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (problem_fp, source_fp, options_key)
-    );
-    CREATE TABLE llm_exchanges (
-        run_id TEXT NOT NULL, request_key TEXT NOT NULL, occurrence INTEGER NOT NULL, exchange_json TEXT NOT NULL,
-        request_json TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (run_id, request_key, occurrence)
-    );
-    CREATE TABLE llm_calls (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, record_json TEXT NOT NULL
-    );
-    CREATE TABLE stages (
-        run_id TEXT NOT NULL, stage TEXT NOT NULL, status TEXT NOT NULL, state_json TEXT NOT NULL,
-        updated_at TEXT NOT NULL, PRIMARY KEY (run_id, stage)
-    );
-    CREATE TABLE profiles (
-        problem_fp TEXT NOT NULL, source_fp TEXT NOT NULL, environment_fp TEXT NOT NULL, report_json TEXT NOT NULL,
-        created_at TEXT NOT NULL, PRIMARY KEY (problem_fp, source_fp, environment_fp)
-    );
-    """,
-)
+from sqlite_utils import Database
+
+from pipeline.store.migrations import migrations
+from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
+
+BUSY_TIMEOUT_S = 30.0
+_SESSION_FIELDS = {"status", "stage", "error", "finished_at", "work_dir", "label", "worker_pid", "heartbeat_at"}
+_SESSION_JSON_FIELDS = {"outcome": "outcome_json", "environment": "environment_json", "settings": "settings_json"}
 
 
-def _now() -> str:
+class GateClosed(Exception):
+    """A decision on a gate that already has one."""
+
+
+def now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class Store:
-    """One SQLite file. Safe to share between threads of one process (one connection, one lock)."""
+    """One SQLite file, safe to share between threads (each gets its own connection) and processes (WAL)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        self.busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._migrate()
+        with _file_lock(self.path.with_name(self.path.name + ".migrate.lock")):
+            migrations.apply(self.db)
 
-    def _migrate(self) -> None:
-        applied = self._db.execute("PRAGMA user_version").fetchone()[0]
-        for number, script in enumerate(MIGRATIONS[applied:], start=applied + 1):
-            self._db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
+    @property
+    def db(self) -> Database:
+        """This thread's connection (opened on first use)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            db = Database(conn)
+            self._local.db = db
+            with self._lock:
+                self._connections.append(conn)
+        return db
 
     def close(self) -> None:
-        self._db.close()
-
-    def _write(self, sql: str, params: tuple = ()) -> int:
         with self._lock:
-            return self._db.execute(sql, params).lastrowid
+            for conn in self._connections:
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    conn.close()
+            self._connections.clear()
+        self._local = threading.local()
 
-    def _read(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+    def _rows(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
+        return list(self.db.query(sql, params))
 
-    # runs --------------------------------------------------------------------------------------------------------
+    def _one(self, sql: str, params: tuple | dict = ()) -> dict[str, Any] | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
 
-    def start_run(self, run_id: str, problem_path: str, problem_fp: str, settings: dict[str, Any]) -> None:
-        self._write(
-            "INSERT INTO runs (id, started_at, problem_path, problem_fp, settings_json, status) VALUES (?, ?, ?, ?, ?, 'running')",
-            (run_id, _now(), problem_path, problem_fp, json.dumps(settings, sort_keys=True)),
+    def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
+        return self.db.execute(sql, params).lastrowid
+
+    # sessions ------------------------------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, *, problem_path: str, problem_name: str, problem_fp: str, problem_source: str,
+                       backend: dict[str, Any], review: str, device: str, settings: dict[str, Any], work_dir: str = "",
+                       parent_id: str | None = None, branch_gate_key: str | None = None, label: str = "") -> None:
+        self.db["sessions"].insert({
+            "id": session_id, "created_at": now_text(), "problem_path": problem_path, "problem_name": problem_name,
+            "problem_fp": problem_fp, "problem_source": problem_source, "backend_json": json.dumps(backend, sort_keys=True),
+            "review": review, "device": device, "settings_json": json.dumps(settings, sort_keys=True), "status": "created",
+            "work_dir": work_dir, "parent_id": parent_id, "branch_gate_key": branch_gate_key, "label": label,
+        })
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        row = self._one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return SessionRecord.from_row(row) if row else None
+
+    def problem_source(self, session_id: str) -> str:
+        row = self._one("SELECT problem_source FROM sessions WHERE id = ?", (session_id,))
+        return row["problem_source"] if row else ""
+
+    def sessions(self, limit: int | None = None) -> list[SessionRecord]:
+        sql = "SELECT * FROM sessions ORDER BY created_at DESC, id"
+        return [SessionRecord.from_row(r) for r in self._rows(sql + (f" LIMIT {int(limit)}" if limit else ""))]
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        """Set plain columns (status, stage, error, ...) and JSON ones (outcome, environment, settings)."""
+        values: dict[str, Any] = {}
+        for name, value in fields.items():
+            if name in _SESSION_JSON_FIELDS:
+                values[_SESSION_JSON_FIELDS[name]] = json.dumps(value, sort_keys=True)
+            elif name in _SESSION_FIELDS:
+                values[name] = value
+            else:
+                raise KeyError(f"not a session field: {name}")
+        self.db["sessions"].update(session_id, values)
+
+    def claim_session(self, session_id: str, token: str, pid: int, stale_after_s: float) -> bool:
+        """Make this worker the session's only one, unless another worker's heartbeat is fresh."""
+        now = time.time()
+        cursor = self.db.execute(
+            "UPDATE sessions SET worker_token = ?, worker_pid = ?, heartbeat_at = ? "
+            "WHERE id = ? AND (worker_token IS NULL OR worker_token = ? OR heartbeat_at IS NULL OR heartbeat_at < ?)",
+            (token, pid, now, session_id, token, now - stale_after_s),
         )
+        return cursor.rowcount == 1
 
-    def run(self, run_id: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT id, problem_path, problem_fp, settings_json, status FROM runs WHERE id = ?", (run_id,))
-        if not rows:
-            return None
-        rid, path, fp, settings, status = rows[0]
-        return {"id": rid, "problem_path": path, "problem_fp": fp, "settings": json.loads(settings), "status": status}
+    def heartbeat(self, session_id: str, token: str) -> bool:
+        cursor = self.db.execute("UPDATE sessions SET heartbeat_at = ? WHERE id = ? AND worker_token = ?", (time.time(), session_id, token))
+        return cursor.rowcount == 1
 
-    def finish_run(self, run_id: str, status: str, environment: dict[str, str]) -> None:
-        self._write("UPDATE runs SET status = ?, finished_at = ?, environment_json = ? WHERE id = ?", (status, _now(), json.dumps(environment), run_id))
+    def release_session(self, session_id: str, token: str) -> None:
+        self.db.execute("UPDATE sessions SET worker_token = NULL, heartbeat_at = NULL, worker_pid = NULL WHERE id = ? AND worker_token = ?", (session_id, token))
+
+    def request_cancel(self, session_id: str) -> None:
+        self.db.execute("UPDATE sessions SET cancel_requested = 1 WHERE id = ?", (session_id,))
+
+    def cancel_requested(self, session_id: str) -> bool:
+        row = self._one("SELECT cancel_requested FROM sessions WHERE id = ?", (session_id,))
+        return bool(row and row["cancel_requested"])
 
     # candidates and verdicts ---------------------------------------------------------------------------------------
 
-    def add_candidate(self, run_id: str, stage: str, origin: str, source: str, source_fp: str, parent_id: int | None, note: str = "") -> int:
-        return self._write(
-            "INSERT INTO candidates (run_id, stage, origin, parent_id, source_fp, source, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, stage, origin, parent_id, source_fp, source, note, _now()),
+    def add_candidate(self, session_id: str, stage: str, origin: str, source: str, source_fp: str, parent_id: int | None,
+                      note: str = "", author: str = "agent", key: str | None = None) -> int:
+        """A candidate's id; the same `key` in a session (a replayed step) gives the row it made before."""
+        if key is not None:
+            row = self._one("SELECT id FROM candidates WHERE session_id = ? AND key = ?", (session_id, key))
+            if row:
+                return row["id"]
+        return self._execute(
+            "INSERT INTO candidates (session_id, stage, origin, parent_id, source_fp, source, note, author, key, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, stage, origin, parent_id, source_fp, source, note, author, key, now_text()),
         )
 
-    def candidates(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self._read("SELECT id, stage, origin, parent_id, source_fp, note FROM candidates WHERE run_id = ? ORDER BY id", (run_id,))
-        return [dict(zip(("id", "stage", "origin", "parent_id", "source_fp", "note"), r)) for r in rows]
+    def candidates(self, session_id: str) -> list[CandidateRecord]:
+        rows = self._rows("SELECT id, session_id, stage, origin, parent_id, source_fp, note, author, created_at FROM candidates WHERE session_id = ? ORDER BY id", (session_id,))
+        return [CandidateRecord.from_row(r) for r in rows]
+
+    def candidate(self, candidate_id: int) -> CandidateRecord | None:
+        row = self._one("SELECT id, session_id, stage, origin, parent_id, source_fp, note, author, created_at FROM candidates WHERE id = ?", (candidate_id,))
+        return CandidateRecord.from_row(row) if row else None
+
+    def candidate_source(self, candidate_id: int) -> str | None:
+        row = self._one("SELECT source FROM candidates WHERE id = ?", (candidate_id,))
+        return row["source"] if row else None
 
     def save_verdict(self, problem_fp: str, source_fp: str, options_key: str, status: str, result: dict[str, Any]) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO verdicts (problem_fp, source_fp, options_key, status, result_json, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (problem_fp, source_fp, options_key, status, json.dumps(result), _now()),
+        self.db["verdicts"].upsert(
+            {"problem_fp": problem_fp, "source_fp": source_fp, "options_key": options_key, "status": status,
+             "result_json": json.dumps(result), "created_at": now_text()},
+            pk=("problem_fp", "source_fp", "options_key"),
         )
 
     def verdict(self, problem_fp: str, source_fp: str, options_key: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT result_json FROM verdicts WHERE problem_fp = ? AND source_fp = ? AND options_key = ?", (problem_fp, source_fp, options_key))
-        return json.loads(rows[0][0]) if rows else None
+        row = self._one("SELECT result_json FROM verdicts WHERE problem_fp = ? AND source_fp = ? AND options_key = ?", (problem_fp, source_fp, options_key))
+        return json.loads(row["result_json"]) if row else None
+
+    def verdicts_for(self, problem_fp: str, source_fps: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored verdicts of these sources on a problem (any options), newest first per source."""
+        if not source_fps:
+            return {}
+        marks = ",".join("?" for _ in source_fps)
+        rows = self._rows(f"SELECT source_fp, result_json FROM verdicts WHERE problem_fp = ? AND source_fp IN ({marks}) ORDER BY created_at", (problem_fp, *source_fps))
+        return {r["source_fp"]: json.loads(r["result_json"]) for r in rows}
 
     # language-model exchanges (replayed on resume) and call records -----------------------------------------------
 
-    def save_exchange(self, run_id: str, request_key: str, occurrence: int, exchange_json: str, request_json: str) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO llm_exchanges (run_id, request_key, occurrence, exchange_json, request_json, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (run_id, request_key, occurrence, exchange_json, request_json, _now()),
+    def save_exchange(self, session_id: str, request_key: str, occurrence: int, exchange_json: str, request_json: str) -> None:
+        self.db["llm_exchanges"].upsert(
+            {"session_id": session_id, "request_key": request_key, "occurrence": occurrence, "exchange_json": exchange_json,
+             "request_json": request_json, "created_at": now_text()},
+            pk=("session_id", "request_key", "occurrence"),
         )
 
-    def exchange(self, run_id: str, request_key: str, occurrence: int) -> str | None:
-        rows = self._read("SELECT exchange_json FROM llm_exchanges WHERE run_id = ? AND request_key = ? AND occurrence = ?", (run_id, request_key, occurrence))
-        return rows[0][0] if rows else None
+    def exchange(self, session_id: str, request_key: str, occurrence: int) -> str | None:
+        row = self._one("SELECT exchange_json FROM llm_exchanges WHERE session_id = ? AND request_key = ? AND occurrence = ?", (session_id, request_key, occurrence))
+        return row["exchange_json"] if row else None
 
-    def add_call(self, run_id: str, record: dict[str, Any]) -> None:
-        self._write("INSERT INTO llm_calls (run_id, record_json) VALUES (?, ?)", (run_id, json.dumps(record)))
+    def requests(self, session_id: str) -> list[dict[str, Any]]:
+        """Every request the session's model was sent (and answered), in order."""
+        rows = self._rows("SELECT request_json FROM llm_exchanges WHERE session_id = ? ORDER BY created_at, rowid", (session_id,))
+        return [json.loads(r["request_json"]) for r in rows]
 
-    def calls(self, run_id: str) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in self._read("SELECT record_json FROM llm_calls WHERE run_id = ? ORDER BY id", (run_id,))]
+    def add_call(self, session_id: str, record: dict[str, Any]) -> None:
+        self.db["llm_calls"].insert({"session_id": session_id, "record_json": json.dumps(record)})
 
-    # stage checkpoints ---------------------------------------------------------------------------------------------
+    def calls(self, session_id: str) -> list[dict[str, Any]]:
+        return [json.loads(r["record_json"]) for r in self._rows("SELECT record_json FROM llm_calls WHERE session_id = ? ORDER BY id", (session_id,))]
 
-    def save_stage(self, run_id: str, stage: str, status: str, state: dict[str, Any]) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO stages (run_id, stage, status, state_json, updated_at) VALUES (?, ?, ?, ?, ?)",
-            (run_id, stage, status, json.dumps(state), _now()),
+    # stage checkpoints and profiles ------------------------------------------------------------------------------
+
+    def save_stage(self, session_id: str, stage: str, status: str, state: dict[str, Any]) -> None:
+        self.db["stages"].upsert(
+            {"session_id": session_id, "stage": stage, "status": status, "state_json": json.dumps(state), "updated_at": now_text()},
+            pk=("session_id", "stage"),
         )
 
-    def stage(self, run_id: str, stage: str) -> tuple[str, dict[str, Any]] | None:
-        rows = self._read("SELECT status, state_json FROM stages WHERE run_id = ? AND stage = ?", (run_id, stage))
-        return (rows[0][0], json.loads(rows[0][1])) if rows else None
+    def stage(self, session_id: str, stage: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._one("SELECT status, state_json FROM stages WHERE session_id = ? AND stage = ?", (session_id, stage))
+        return (row["status"], json.loads(row["state_json"])) if row else None
+
+    def save_profile(self, problem_fp: str, source_fp: str, environment_fp: str, report: dict[str, Any]) -> None:
+        self.db["profiles"].upsert(
+            {"problem_fp": problem_fp, "source_fp": source_fp, "environment_fp": environment_fp, "report_json": json.dumps(report), "created_at": now_text()},
+            pk=("problem_fp", "source_fp", "environment_fp"),
+        )
+
+    def profile(self, problem_fp: str, source_fp: str, environment_fp: str) -> dict[str, Any] | None:
+        row = self._one("SELECT report_json FROM profiles WHERE problem_fp = ? AND source_fp = ? AND environment_fp = ?", (problem_fp, source_fp, environment_fp))
+        return json.loads(row["report_json"]) if row else None
+
+    # gates and decisions -------------------------------------------------------------------------------------------
+
+    def open_gate(self, session_id: str, key: str, stage: str, kind: str, ordinal: int, reviewed: bool, payload: dict[str, Any]) -> GateRecord:
+        """The gate with this key, made now if the session never reached it before (a resumed worker finds it)."""
+        existing = self.gate_by_key(session_id, key)
+        if existing is not None:
+            return existing
+        self._execute(
+            "INSERT OR IGNORE INTO gates (session_id, key, stage, kind, ordinal, reviewed, payload_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, key, stage, kind, ordinal, int(reviewed), json.dumps(payload), now_text()),
+        )
+        return self.gate_by_key(session_id, key)
+
+    def gate_by_key(self, session_id: str, key: str) -> GateRecord | None:
+        row = self._one("SELECT * FROM gates WHERE session_id = ? AND key = ?", (session_id, key))
+        return GateRecord.from_row(row, self._decision_of(row["id"])) if row else None
+
+    def gate(self, gate_id: int) -> GateRecord | None:
+        row = self._one("SELECT * FROM gates WHERE id = ?", (gate_id,))
+        return GateRecord.from_row(row, self._decision_of(row["id"])) if row else None
+
+    def gates(self, session_id: str, *, open_only: bool = False, with_payload: bool = True) -> list[GateRecord]:
+        columns = "g.*" if with_payload else "g.id, g.session_id, g.key, g.stage, g.kind, g.ordinal, g.reviewed, '{}' AS payload_json, g.created_at"
+        rows = self._rows(f"SELECT {columns}, d.id AS d_id FROM gates g LEFT JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? ORDER BY g.id", (session_id,))
+        decisions = {d.gate_id: d for d in self.decisions(session_id)}
+        gates = [GateRecord.from_row(r, decisions.get(r["id"])) for r in rows]
+        return [g for g in gates if g.open] if open_only else gates
+
+    def _decision_of(self, gate_id: int) -> DecisionRecord | None:
+        row = self._one("SELECT * FROM decisions WHERE gate_id = ?", (gate_id,))
+        return DecisionRecord.from_row(row) if row else None
+
+    def add_decision(self, gate_id: int, session_id: str, action: str, who: str, before: Any, after: Any, feedback: str = "") -> DecisionRecord:
+        try:
+            decision_id = self._execute(
+                "INSERT INTO decisions (gate_id, session_id, action, who, at, before_json, after_json, feedback) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (gate_id, session_id, action, who, now_text(), json.dumps(before), None if after is None else json.dumps(after), feedback),
+            )
+        except sqlite3.IntegrityError as error:
+            raise GateClosed(f"gate {gate_id} already has a decision") from error
+        return DecisionRecord.from_row(self._one("SELECT * FROM decisions WHERE id = ?", (decision_id,)))
+
+    def decisions(self, session_id: str) -> list[DecisionRecord]:
+        return [DecisionRecord.from_row(r) for r in self._rows("SELECT * FROM decisions WHERE session_id = ? ORDER BY id", (session_id,))]
+
+    # events and predictions ----------------------------------------------------------------------------------------
+
+    def add_event(self, session_id: str, kind: str, message: str, data: dict[str, Any] | None = None) -> int:
+        return self._execute("INSERT INTO events (session_id, at, kind, message, data_json) VALUES (?, ?, ?, ?, ?)",
+                             (session_id, now_text(), kind, message, json.dumps(data or {})))
+
+    def events(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
+        rows = self._rows("SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?", (session_id, after_id, limit))
+        return [EventRecord.from_row(r) for r in rows]
+
+    def last_event_id(self, session_id: str) -> int:
+        row = self._one("SELECT MAX(id) AS last FROM events WHERE session_id = ?", (session_id,))
+        return (row and row["last"]) or 0
+
+    def add_prediction(self, session_id: str, gate_key: str, who: str, predicted: str, actual: str) -> bool:
+        correct = predicted == actual
+        self.db["predictions"].insert({"session_id": session_id, "gate_key": gate_key, "who": who, "predicted": predicted,
+                                       "actual": actual, "correct": int(correct), "at": now_text()})
+        return correct
+
+    def predictions(self, who: str | None = None) -> list[dict[str, Any]]:
+        if who is None:
+            return self._rows("SELECT * FROM predictions ORDER BY id")
+        return self._rows("SELECT * FROM predictions WHERE who = ? ORDER BY id", (who,))
+
+    # branching -----------------------------------------------------------------------------------------------------
+
+    def copy_history(self, source_id: str, target_id: str, gate: GateRecord) -> None:
+        """Give `target_id` what `source_id` had before `gate`: the model's replies (the branch replays them up to the
+        gate) and the gates before it with their decisions. The gate itself stays open; verdicts are shared by all."""
+        with self.db.atomic():
+            self.db.execute(
+                "INSERT INTO llm_exchanges (session_id, request_key, occurrence, exchange_json, request_json, created_at) "
+                "SELECT ?, request_key, occurrence, exchange_json, request_json, created_at FROM llm_exchanges WHERE session_id = ?",
+                (target_id, source_id),
+            )
+            for earlier in self.gates(source_id):
+                if earlier.id >= gate.id:
+                    break
+                copy = self.open_gate(target_id, earlier.key, earlier.stage, earlier.kind, earlier.ordinal, earlier.reviewed, earlier.payload)
+                if earlier.decision is not None:
+                    d = earlier.decision
+                    self.add_decision(copy.id, target_id, d.action, d.who, d.before, d.after, d.feedback)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

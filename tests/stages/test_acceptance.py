@@ -6,10 +6,12 @@ import json
 import re
 from pathlib import Path
 
+from pipeline.agents.backend import ModelBackend
 from pipeline.llm.scripted import scripted_client
-from pipeline.stages.optimize import Optimizer
-from pipeline.stages.method import Budget
 from pipeline.problems.loader import load_problem
+from pipeline.sessions.gates import StoreGates
+from pipeline.stages.method import Budget
+from pipeline.stages.optimize import Optimizer
 from pipeline.store import Store
 from pipeline.types import Candidate, EvalOptions, EvalResult, Problem, Status, Timing
 
@@ -29,6 +31,16 @@ class TimedJudge:
                           speedups={"eager": EAGER_MS / ms}, physical_floor_ms=0.95)
 
 
+def auto_optimizer(tmp_path: Path, judge, client, budget: Budget) -> Optimizer:
+    """An Optimizer on a scripted model, in a session of review mode auto (no gate waits)."""
+    store = Store(tmp_path / "egg.sqlite")
+    problem = load_problem(SOFTMAX)
+    store.create_session("r1", problem_path=problem.path, problem_name=problem.name, problem_fp=problem.fingerprint,
+                         problem_source="", backend={"kind": "script"}, review="auto", device="cuda", settings={})
+    return Optimizer(problem, judge, ModelBackend(client, "scripted"), store, "r1", tmp_path, StoreGates(store, "r1", "auto"), budget,
+                     ledger=client.ledger)
+
+
 def kernel(ms: float) -> str:
     return f'```json\n{{"paradigm": "p", "rationale": "r", "tunables": []}}\n```\n```python\n# time: {ms}\nclass ModelNew: pass\n```\n'
 
@@ -39,10 +51,7 @@ DIAGNOSIS = "```json\n" + json.dumps({"bottlenecks": [{"name": "memory_bound", "
 def test_only_measured_improvements_are_kept_and_the_run_stops_near_the_floor(tmp_path):
     script = [kernel(2.0), kernel(1.5), DIAGNOSIS, kernel(1.6), DIAGNOSIS, kernel(1.0), DIAGNOSIS, kernel(0.995)]
     client, provider = scripted_client(script)
-    store = Store(tmp_path / "egg.sqlite")
-    problem = load_problem(SOFTMAX)
-    store.start_run("r1", problem.path, problem.fingerprint, {})
-    progress = Optimizer(problem, TimedJudge(), client, store, "r1", tmp_path, Budget(seeds=2, rounds=1, transforms=False)).run()
+    progress = auto_optimizer(tmp_path, TimedJudge(), client, Budget(seeds=2, rounds=1, transforms=False)).run()
     kept = [(a.stage, a.median_ms) for a in progress.attempts if a.accepted]
     assert kept == [("algorithm", 2.0), ("algorithm", 1.5), ("tiling", 1.0)]  # 1.6 was slower: not kept
     assert progress.best_ms == 1.0
@@ -91,10 +100,7 @@ def test_the_numbers_an_agent_names_are_searched_by_the_tuning_engine(tmp_path):
     rewrite = f'```json\n{{"paradigm": "p", "rationale": "r", "tunables": {json.dumps(tunables)}}}\n```\n```python\n{TUNABLE_KERNEL}```\n'
     seed = f"```python\n{TUNABLE_KERNEL.replace('BLOCK=32', 'BLOCK=512')}```\n"
     client, provider = scripted_client([seed, DIAGNOSIS, rewrite, DIAGNOSIS, "nonsense", "nonsense", "nonsense"])
-    store = Store(tmp_path / "egg.sqlite")
-    problem = load_problem(SOFTMAX)
-    store.start_run("r1", problem.path, problem.fingerprint, {})
-    progress = Optimizer(problem, BlockJudge(), client, store, "r1", tmp_path, Budget(seeds=1, rounds=1, tune_evals=6, transforms=False)).run()
+    progress = auto_optimizer(tmp_path, BlockJudge(), client, Budget(seeds=1, rounds=1, tune_evals=6, transforms=False)).run()
     tuned = [a for a in progress.attempts if a.origin == "tune"]
     assert tuned and all(a.status == "ok" for a in tuned)
     assert "BLOCK=128" in progress.best_source and progress.best_ms == 1.0

@@ -66,7 +66,7 @@ def test_scripted_run_walks_every_path(tmp_path):
     assert best.status is Status.OK, best.reason
     store = Store(tmp_path / "egg.sqlite")
     assert len(store.candidates(outcome.run_id)) == 11 and len(store.calls(outcome.run_id)) == 15
-    assert store.run(outcome.run_id)["status"] == "done"
+    assert store.session(outcome.run_id).status == "done"
 
 
 def test_budget_exhaustion_keeps_the_best_so_far(tmp_path):

@@ -1,0 +1,102 @@
+"""A session's backend, as stored (a small JSON value) and as built in the worker (a Backend on a real transport)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.agents.backend import Backend, ModelBackend, PersonBackend
+from pipeline.config import LLMConfig
+from pipeline.llm.accounting import Ledger
+from pipeline.llm.client import CallSettings, LLMClient, open_client, open_transport
+from pipeline.llm.retry import RetryPolicy
+from pipeline.llm.spec import parse_spec
+from pipeline.llm.transport import RetryingTransport, Transport
+from pipeline.stages.resume import StoreTransport
+from pipeline.stages.script import AgentScript
+from pipeline.store import Store
+
+BACKEND_KINDS = ("llm", "script", "expert", "none")
+
+
+class BackendError(ValueError):
+    """A backend that cannot be built (no model configured, a missing key, an unusable script)."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """`llm` (a model spec, keys from the environment or config), `script` (a YAML file of replies), `expert`
+    (egg's rules, no model) or `none` (a person writes every kernel)."""
+
+    kind: str
+    spec: str = ""  # the model spec (llm) or the script's path (script)
+
+    def __post_init__(self) -> None:
+        if self.kind not in BACKEND_KINDS:
+            raise BackendError(f"backend must be one of {', '.join(BACKEND_KINDS)}, not {self.kind!r}")
+        if self.kind in ("llm", "script") and not self.spec:
+            raise BackendError(f"a {self.kind} backend needs its {'model spec' if self.kind == 'llm' else 'script file'}")
+
+    def describe(self) -> str:
+        return {"llm": self.spec, "script": f"script {self.spec}", "expert": "expert backend (no model)",
+                "none": "none (a person writes the kernels)"}[self.kind]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "spec": self.spec, "describe": self.describe()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BackendSpec:
+        return cls(data["kind"], data.get("spec", ""))
+
+
+@dataclass
+class BuiltBackend:
+    backend: Backend
+    ledger: Ledger
+    transport: StoreTransport | None  # replays the session's stored model replies
+
+
+def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name: str, llm_config: LLMConfig | None = None) -> BuiltBackend:
+    """The backend for one session, on a transport that keeps every model exchange in the store (and replays it)."""
+    if spec.kind == "none":
+        return BuiltBackend(PersonBackend(), Ledger(), None)
+    if spec.kind == "expert":
+        from pipeline.expert.backend import ExpertBackend  # noqa: PLC0415 (the expert backend is optional weight)
+
+        return BuiltBackend(ExpertBackend(), Ledger(), None)
+    if spec.kind == "script":
+        try:
+            script = AgentScript.load(Path(spec.spec))
+        except ValueError as error:
+            raise BackendError(str(error)) from None
+        inner: Transport = RetryingTransport(script, RetryPolicy(jitter=0), 1, sleep=lambda _: None)
+        settings = CallSettings(spec=parse_spec("openai:scripted"), max_tokens=8192)
+        ledger, on_replay = Ledger(), script.skip
+    else:
+        config = llm_config or _llm_config(spec.spec)
+        base = open_client(config)  # raises ConfigError with a hint when a key is missing
+        inner, settings, ledger, on_replay = open_transport(config, config.spec), base.settings, base.ledger, None
+    transport = StoreTransport(inner, store, session_id, on_replay)
+    client = LLMClient(transport, settings, ledger).labelled(run=session_id, problem=problem_name)
+    return BuiltBackend(ModelBackend(client, spec.describe()), ledger, transport)
+
+
+def _llm_config(spec: str) -> LLMConfig:
+    from pipeline.config import ConfigError, load_config
+
+    try:
+        return load_config(None, llm_spec=spec).llm
+    except ConfigError as error:
+        raise BackendError(str(error)) from None
+
+
+def default_backend() -> BackendSpec:
+    """A model when one is configured (EGG_LLM or egg.yaml), else the expert backend: announced, never silent."""
+    from pipeline.config import ConfigError, load_config
+
+    try:
+        config = load_config(None)
+    except ConfigError:
+        return BackendSpec("expert")
+    return BackendSpec("llm", str(config.llm.spec)) if config.llm.spec is not None else BackendSpec("expert")

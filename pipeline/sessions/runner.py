@@ -1,0 +1,202 @@
+"""Run one stored session to its end: build its backend, judge and gates, walk the method, re-verify the winner on
+a held-out seed, write best.py, report.md and evidence.json into its folder. Re-running it replays what the store
+already holds, so this is also how a session resumes."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import LLMConfig
+from pipeline.problems.loader import fingerprint_text, load_candidate, load_problem
+from pipeline.report.optimize import Outcome, write_outputs
+from pipeline.sessions.backends import BackendSpec, build_backend
+from pipeline.sessions.devicelock import DeviceLock, LockedJudge
+from pipeline.sessions.gates import POLL_S, StoreGates
+from pipeline.stages.method import Budget
+from pipeline.stages.optimize import Optimizer
+from pipeline.store import Store
+from pipeline.store.records import GateRecord, SessionRecord
+from pipeline.types import EvalOptions, EvalResult, Problem, from_jsonable, to_jsonable
+
+# The winner is re-verified on inputs and weights it was never judged on: the session's seed plus this.
+HELD_OUT_SEED_OFFSET = 1_000_003
+OUTPUT_FILES = ("best.py", "report.md", "evidence.json")
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What a session runs under (kept as JSON with the session): the budget, the judge's options, the profiler."""
+
+    budget: Budget = Budget()
+    options: EvalOptions = EvalOptions()  # `device` is the resolved one once the worker has started
+    profile_mode: str = "auto"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"budget": dataclasses.asdict(self.budget), "options": to_jsonable(self.options), "profile_mode": self.profile_mode}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionSettings:
+        return cls(Budget(**data.get("budget", {})), from_jsonable(EvalOptions, data.get("options", {})), data.get("profile_mode", "auto"))
+
+
+@dataclass
+class SessionEvents:
+    """Every step becomes an event row (the live timeline); `echo` also shows it to a person at a terminal."""
+
+    store: Store
+    session_id: str
+    echo: Callable[[str], None] | None = None
+    count: int = field(default=0)
+
+    def __call__(self, message: str, kind: str = "info", **data: Any) -> None:
+        self.store.add_event(self.session_id, kind, message, data)
+        self.count += 1
+        if self.echo is not None:
+            self.echo(message)
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def session_problem(record: SessionRecord, store: Store) -> Problem:
+    """The problem as it was when the session was made: its file if unchanged, else the stored source."""
+    path = Path(record.problem_path)
+    if path.is_file() and fingerprint_text(path.read_text(encoding="utf-8")) == record.problem_fp:
+        return load_problem(path)
+    copy = Path(record.work_dir) / "problem" / path.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(store.problem_source(record.id), encoding="utf-8")
+    return load_problem(copy)
+
+
+def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | None = None,
+                llm_config: LLMConfig | None = None, poll_s: float = POLL_S) -> Outcome:
+    """Run (or resume) a session until it ends; SessionCancelled propagates when a cancel is seen."""
+    from pipeline.judge.judge import Judge
+
+    record = store.session(session_id)
+    events = SessionEvents(store, session_id, echo)
+    settings = SessionSettings.from_json(record.settings)
+    device = resolve_device(record.device)
+    options = dataclasses.replace(settings.options, device=device)
+    problem = session_problem(record, store)
+    work_dir = Path(record.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    built = build_backend(BackendSpec.from_json(record.backend), store, session_id, problem.name, llm_config)
+    events(f"session {session_id}: {problem.name} on {device}, backend {built.backend.name}, review {record.review}", "session",
+           device=device, backend=built.backend.name)
+    if device == "cpu":
+        events("device cpu: correctness only (Triton's interpreter); no kernel can be shown to be faster, so the first correct one is kept", "info")
+    gates = StoreGates(store, session_id, record.review, poll_s=poll_s, on_wait=lambda gate: _waiting(store, events, gate),
+                       on_resume=lambda gate: _decided(store, events, gate))
+    lock = DeviceLock(device, on_wait=lambda: events("waiting for the GPU: another session is timing a kernel", "info")) if device == "cuda" else None
+    with Judge(options) as judge:
+        optimizer = Optimizer(problem, LockedJudge(judge, lock), built.backend, store, session_id, work_dir, gates, settings.budget, events,
+                              profiler=_profiler(options, settings.profile_mode, lock), ledger=built.ledger)
+        progress = optimizer.run()
+        reference = judge.reference(problem)
+    verify = dataclasses.replace(options, seed=options.seed + HELD_OUT_SEED_OFFSET)
+    events(f"re-verifying the winner in a fresh process, on held-out seed {verify.seed}", "reverify")
+    final = reverify(store, problem, work_dir, progress.best_source, verify, lock)
+    replayed = built.transport.replayed if built.transport else 0
+    outcome = Outcome(problem, session_id, options, built.backend.name, progress, final, built.ledger, reference.result, replayed,
+                      verify_seed=verify.seed if final is not None else None)
+    write_outputs(work_dir, outcome)
+    store.update_session(session_id, outcome=outcome_summary(outcome), environment=dict(reference.result.get("environment", {})))
+    events(outcome.headline(), "done", best_is_reference=outcome.best_is_reference)
+    return outcome
+
+
+def drive(store: Store, session_id: str, **kwargs: Any) -> Outcome | None:
+    """run_session with the session's status kept: running, then done, cancelled or failed (with the error)."""
+    from pipeline.sessions.gates import SessionCancelled
+    from pipeline.store import now_text
+
+    store.update_session(session_id, status="running", error="")
+    try:
+        outcome = run_session(store, session_id, **kwargs)
+    except SessionCancelled:
+        store.add_event(session_id, "cancelled", "the session was cancelled")
+        store.update_session(session_id, status="cancelled", finished_at=now_text())
+        return None
+    except BaseException as error:
+        status = "failed" if isinstance(error, Exception) else "running"  # a KeyboardInterrupt leaves it resumable
+        if status == "failed":
+            message = f"{type(error).__name__}: {error}"
+            store.add_event(session_id, "failed", f"the session failed: {message}")
+            store.update_session(session_id, status="failed", error=message, finished_at=now_text())
+        raise
+    store.update_session(session_id, status="done", finished_at=now_text())
+    return outcome
+
+
+def reverify(store: Store, problem: Problem, work_dir: Path, source: str | None, options: EvalOptions, lock: DeviceLock | None) -> EvalResult | None:
+    """The winner judged again by a new worker server under `options` (a held-out seed: new weights, new inputs),
+    so no state of the search can leak into the verdict. Kept in the store: a resumed session does not redo it."""
+    from pipeline.judge.judge import Judge
+
+    if source is None:
+        return None
+    key = hashlib.sha256(json.dumps(to_jsonable(options), sort_keys=True).encode()).hexdigest()[:16]
+    stored = store.verdict(problem.fingerprint, fingerprint_text(source), key)
+    if stored is not None:
+        return from_jsonable(EvalResult, stored)
+    path = work_dir / "candidates" / "winner.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source, encoding="utf-8")
+    with Judge(options) as judge:
+        result = LockedJudge(judge, lock).evaluate(problem, load_candidate(path))
+    store.save_verdict(problem.fingerprint, fingerprint_text(source), key, result.status.value, to_jsonable(result))
+    return result
+
+
+def outcome_summary(outcome: Outcome) -> dict[str, Any]:
+    final = outcome.final
+    return {
+        "headline": outcome.headline(),
+        "best_is_reference": outcome.best_is_reference,
+        "best_id": outcome.progress.best_id,
+        "best_ms": outcome.progress.best_ms,
+        "speedups": final.speedups if final and final.ok else {},
+        "final_status": final.status.value if final else None,
+        "stopped": outcome.progress.stopped,
+        "candidates": len(outcome.progress.attempts),
+    }
+
+
+def _waiting(store: Store, events: SessionEvents, gate: GateRecord) -> None:
+    store.update_session(gate.session_id, status="waiting", stage=gate.stage)
+    events(f"waiting at the {gate.kind} gate of {gate.stage} (gate {gate.id})", "gate_open", gate_id=gate.id, gate_kind=gate.kind)
+
+
+def _decided(store: Store, events: SessionEvents, gate: GateRecord) -> None:
+    store.update_session(gate.session_id, status="running")
+    d = gate.decision
+    events(f"gate {gate.id} ({gate.kind}): {d.action} by {d.who}" + (f": {d.feedback}" if d.feedback else ""), "gate_decided",
+           gate_id=gate.id, action=d.action)
+
+
+def _profiler(options: EvalOptions, profile_mode: str, lock: DeviceLock | None):
+    """pipeline.profiler in the asked mode (static sm_90 facts only without a GPU), holding the device's lock."""
+    from pipeline.profiler.profiling import ProfileOptions, profile_candidate
+
+    mode = "static_only" if options.device == "cpu" else profile_mode
+
+    def profile(candidate: str, problem: str):
+        if lock is None:
+            return profile_candidate(candidate, problem, ProfileOptions(mode=mode))
+        with lock:
+            return profile_candidate(candidate, problem, ProfileOptions(mode=mode))
+
+    return profile

@@ -1,0 +1,133 @@
+"""The store's rows as frozen values: what the engine, the CLI and the pages read back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SESSION_STATUSES = ("created", "running", "waiting", "done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled")
+GATE_KINDS = ("plan", "kernel", "verdict", "stage_end")
+ACTIONS = ("approve", "edit", "reject", "skip", "stop")
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    created_at: str
+    problem_path: str
+    problem_name: str
+    problem_fp: str
+    backend: dict[str, Any]
+    review: str
+    device: str
+    settings: dict[str, Any]
+    status: str
+    stage: str
+    work_dir: str
+    parent_id: str | None
+    branch_gate_key: str | None
+    label: str
+    worker_pid: int | None
+    heartbeat_at: float | None
+    cancel_requested: bool
+    error: str
+    outcome: dict[str, Any]
+    environment: dict[str, str]
+    finished_at: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SessionRecord:
+        return cls(
+            id=row["id"], created_at=row["created_at"], problem_path=row["problem_path"], problem_name=row["problem_name"],
+            problem_fp=row["problem_fp"], backend=json.loads(row["backend_json"]), review=row["review"], device=row["device"],
+            settings=json.loads(row["settings_json"]), status=row["status"], stage=row["stage"], work_dir=row["work_dir"],
+            parent_id=row["parent_id"], branch_gate_key=row["branch_gate_key"], label=row["label"],
+            worker_pid=row["worker_pid"], heartbeat_at=row["heartbeat_at"], cancel_requested=bool(row["cancel_requested"]),
+            error=row["error"], outcome=json.loads(row["outcome_json"]), environment=json.loads(row["environment_json"]),
+            finished_at=row["finished_at"],
+        )
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One decision on one gate: appended, never updated (the audit trail and the teaching record)."""
+
+    id: int
+    gate_id: int
+    session_id: str
+    action: str
+    who: str
+    at: str
+    before: Any
+    after: Any
+    feedback: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> DecisionRecord:
+        after = json.loads(row["after_json"]) if row["after_json"] is not None else None
+        return cls(row["id"], row["gate_id"], row["session_id"], row["action"], row["who"], row["at"],
+                   json.loads(row["before_json"]), after, row["feedback"])
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """A point where the engine stops for a person. `reviewed` is False when the session's review mode let it pass
+    on its own (its decision is then `approve` by `auto`)."""
+
+    id: int
+    session_id: str
+    key: str
+    stage: str
+    kind: str
+    ordinal: int
+    reviewed: bool
+    payload: dict[str, Any]
+    created_at: str
+    decision: DecisionRecord | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.decision is None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], decision: DecisionRecord | None = None) -> GateRecord:
+        return cls(row["id"], row["session_id"], row["key"], row["stage"], row["kind"], row["ordinal"], bool(row["reviewed"]),
+                   json.loads(row["payload_json"]), row["created_at"], decision)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: int
+    session_id: str
+    at: str
+    kind: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> EventRecord:
+        return cls(row["id"], row["session_id"], row["at"], row["kind"], row["message"], json.loads(row["data_json"]))
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    id: int
+    session_id: str
+    stage: str
+    origin: str
+    parent_id: int | None
+    source_fp: str
+    note: str
+    author: str
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CandidateRecord:
+        return cls(row["id"], row["session_id"], row["stage"], row["origin"], row["parent_id"], row["source_fp"], row["note"],
+                   row["author"], row["created_at"])
