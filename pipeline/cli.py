@@ -19,6 +19,12 @@ except ImportError as missing:  # the GPU machine's image lacks pydantic and the
 
 app = typer.Typer(help="egg: faster, verified Triton kernels from PyTorch programs.", no_args_is_help=True, add_completion=False)
 app.add_typer(llm_app, name="llm")
+try:
+    from pipeline.sessions.cli import gate_app, session_app
+except ImportError as missing:  # the GPU machine's image lacks sqlite-utils and pydantic unless they are carried
+    session_app = gate_app = typer.Typer(help=f"Unavailable in this environment ({missing}).")
+app.add_typer(session_app, name="session")
+app.add_typer(gate_app, name="gate")
 err = Console(stderr=True)
 DEFAULTS = EvalOptions()
 

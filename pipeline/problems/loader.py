@@ -48,13 +48,18 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def check_problem_source(source: str, where: str) -> None:
+    """Raise ProblemError unless `source` reads as a KernelBench problem (read, never run)."""
+    missing = [n for n in REQUIRED_NAMES if n not in top_level_names(source, where)]
+    if missing:
+        raise ProblemError(f"{where}: not a KernelBench problem, it does not define {', '.join(missing)}")
+
+
 def load_problem(path: str | Path) -> Problem:
     """Validate a problem file (by reading it, not running it) and describe it."""
     path = Path(path).resolve()
     source = _read(path)
-    missing = [n for n in REQUIRED_NAMES if n not in top_level_names(source, str(path))]
-    if missing:
-        raise ProblemError(f"{path}: not a KernelBench problem, it does not define {', '.join(missing)}")
+    check_problem_source(source, str(path))
     level_match = _LEVEL_DIR.match(path.parent.name)
     id_match = _ID_PREFIX.match(path.stem)
     return Problem(

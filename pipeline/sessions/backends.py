@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.agents.backend import Backend, ModelBackend, PersonBackend
-from pipeline.config import LLMConfig
+from pipeline.config import ConfigError, LLMConfig
 from pipeline.llm.accounting import Ledger
 from pipeline.llm.client import CallSettings, LLMClient, open_client, open_transport
 from pipeline.llm.retry import RetryPolicy
@@ -31,6 +31,7 @@ class BackendSpec:
 
     kind: str
     spec: str = ""  # the model spec (llm) or the script's path (script)
+    config: str = ""  # the egg.yaml the model's settings come from (llm; keys still come from the environment)
 
     def __post_init__(self) -> None:
         if self.kind not in BACKEND_KINDS:
@@ -38,16 +39,30 @@ class BackendSpec:
         if self.kind in ("llm", "script") and not self.spec:
             raise BackendError(f"a {self.kind} backend needs its {'model spec' if self.kind == 'llm' else 'script file'}")
 
+    def check(self) -> None:
+        """Fail now, with the reason, if a worker could not build this backend (a bad spec, a missing key or
+        script): a session is not created for a backend that cannot run."""
+        if self.kind == "llm":
+            try:
+                open_client(_llm_config(self))
+            except ConfigError as error:
+                raise BackendError(str(error)) from None
+        elif self.kind == "script":
+            try:
+                AgentScript.load(Path(self.spec))
+            except ValueError as error:
+                raise BackendError(str(error)) from None
+
     def describe(self) -> str:
         return {"llm": self.spec, "script": f"script {self.spec}", "expert": "expert backend (no model)",
                 "none": "none (a person writes the kernels)"}[self.kind]
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "spec": self.spec, "describe": self.describe()}
+        return {"kind": self.kind, "spec": self.spec, "config": self.config, "describe": self.describe()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BackendSpec:
-        return cls(data["kind"], data.get("spec", ""))
+        return cls(data["kind"], data.get("spec", ""), data.get("config", ""))
 
 
 @dataclass
@@ -74,29 +89,33 @@ def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name
         settings = CallSettings(spec=parse_spec("openai:scripted"), max_tokens=8192)
         ledger, on_replay = Ledger(), script.skip
     else:
-        config = llm_config or _llm_config(spec.spec)
-        base = open_client(config)  # raises ConfigError with a hint when a key is missing
+        config = llm_config or _llm_config(spec)
+        try:
+            base = open_client(config)
+        except ConfigError as error:  # a missing key, named
+            raise BackendError(str(error)) from None
         inner, settings, ledger, on_replay = open_transport(config, config.spec), base.settings, base.ledger, None
     transport = StoreTransport(inner, store, session_id, on_replay)
     client = LLMClient(transport, settings, ledger).labelled(run=session_id, problem=problem_name)
     return BuiltBackend(ModelBackend(client, spec.describe()), ledger, transport)
 
 
-def _llm_config(spec: str) -> LLMConfig:
-    from pipeline.config import ConfigError, load_config
+def _llm_config(spec: BackendSpec) -> LLMConfig:
+    from pipeline.config import load_config
 
     try:
-        return load_config(None, llm_spec=spec).llm
+        return load_config(Path(spec.config) if spec.config else None, llm_spec=spec.spec).llm
     except ConfigError as error:
         raise BackendError(str(error)) from None
 
 
-def default_backend() -> BackendSpec:
-    """A model when one is configured (EGG_LLM or egg.yaml), else the expert backend: announced, never silent."""
-    from pipeline.config import ConfigError, load_config
+def default_backend(config_path: str = "") -> BackendSpec:
+    """A model when one is configured (EGG_LLM or the config file), else the expert backend. A broken config is an
+    error, not a reason to fall back; the caller announces the expert backend."""
+    from pipeline.config import load_config
 
     try:
-        config = load_config(None)
-    except ConfigError:
-        return BackendSpec("expert")
-    return BackendSpec("llm", str(config.llm.spec)) if config.llm.spec is not None else BackendSpec("expert")
+        config = load_config(Path(config_path) if config_path else None)
+    except ConfigError as error:
+        raise BackendError(str(error)) from None
+    return BackendSpec("llm", str(config.llm.spec), config_path) if config.llm.spec is not None else BackendSpec("expert")

@@ -59,10 +59,12 @@ class StoreGates:
         self.on_wait, self.on_resume, self.poll_s = on_wait, on_resume, poll_s
         self._ordinals: collections.Counter[tuple[str, str]] = collections.Counter()
 
-    def ask(self, stage: str, kind: str, payload: dict[str, Any]) -> Ruling:
+    def ask(self, stage: str, kind: str, payload: dict[str, Any], identity: dict[str, Any] | None = None) -> Ruling:
+        """`identity` is what makes the gate the same gate in a replay or a branch (no row ids, no paths); it
+        defaults to the whole payload."""
         ordinal = self._ordinals[(stage, kind)]
         self._ordinals[(stage, kind)] += 1
-        key = f"{stage}/{kind}/{ordinal}/{payload_fingerprint(payload)}"
+        key = f"{stage}/{kind}/{ordinal}/{payload_fingerprint(payload if identity is None else identity)}"
         reviewed = kind in REVIEWED[self.review]
         gate = self.store.open_gate(self.session_id, key, stage, kind, ordinal, reviewed, payload)
         if gate.decision is None and not gate.reviewed:

@@ -46,7 +46,7 @@ class Evaluator(Protocol):
 class Gates(Protocol):
     """Where the engine stops for a person (pipeline.sessions.gates.StoreGates)."""
 
-    def ask(self, stage: str, kind: str, payload: dict[str, Any]) -> Ruling: ...
+    def ask(self, stage: str, kind: str, payload: dict[str, Any], identity: dict[str, Any] | None = None) -> Ruling: ...
 
     def checkpoint(self) -> None: ...
 
@@ -214,7 +214,8 @@ class Optimizer:
             }
             if isinstance(reply, NoProposal):
                 self.on_event(f"  no plan from {self.backend.name}: {reply.reason}", "no_proposal", stage=stage.name)
-            ruling = self.gates.ask(stage.name, "plan", payload)
+            identity = {"proposal": payload["proposal"], "note": payload["note"], "kernel": fingerprint_text(self.progress.best_source)}
+            ruling = self.gates.ask(stage.name, "plan", payload, identity)
             if ruling.action == "approve":
                 return reply if isinstance(reply, Diagnosis) else None
             if ruling.action == "edit":
@@ -255,7 +256,8 @@ class Optimizer:
                 "parent_source": parent_source,
                 "diff": unified_diff(parent_source or "", source or "", "parent" if parent_id else "reference"),
             }
-            ruling = self.gates.ask(stage, "kernel", payload)
+            identity = {"step": step, "proposal": source, "note": payload["note"], "parent": fingerprint_text(parent_source or "")}
+            ruling = self.gates.ask(stage, "kernel", payload, identity)
             if ruling.action == "approve" and source is not None:
                 return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()), getattr(reply, "paradigm", None))
             if ruling.action == "edit":
@@ -302,7 +304,8 @@ class Optimizer:
         not; a rejection's feedback goes to the stage's next proposals."""
         payload = {"candidate_id": cid, "verdict": to_jsonable(result), "best_id": self.progress.best_id, "best_ms": self.progress.best_ms,
                    "would_keep": result.ok and self._better(result)}
-        ruling = self.gates.ask(stage, "verdict", payload)
+        identity = {"candidate": result.candidate.fingerprint, "status": result.status.value, "reason": result.reason}
+        ruling = self.gates.ask(stage, "verdict", payload, identity)
         if ruling.action == "reject" and ruling.feedback:
             self._feedback.setdefault(stage, []).append(ruling.feedback)
         if ruling.action == "stop":
@@ -386,7 +389,8 @@ class Optimizer:
             "best_ms": p.best_ms,
             "choices": [{"id": a.candidate_id, "stage": a.stage, "origin": a.origin, "median_ms": a.median_ms} for a in passing],
         }
-        ruling = self.gates.ask(stage.name, "stage_end", payload)
+        identity = {"decisions": payload["proposal"]["decisions"], "best": fingerprint_text(p.best_source or "")}
+        ruling = self.gates.ask(stage.name, "stage_end", payload, identity)
         if ruling.action == "edit":
             self._apply_stage_end(ruling.value)
         if ruling.action == "stop":
@@ -400,13 +404,18 @@ class Optimizer:
         p = self.progress
         summaries = {d.stage: d.summary for d in end.decisions}
         p.decisions = [dataclasses.replace(d, summary=summaries.get(d.stage, d.summary)) for d in p.decisions]
-        if end.best_id is not None and end.best_id != p.best_id:
-            record = self.store.candidate_source(end.best_id)
-            attempt = next(a for a in p.attempts if a.candidate_id == end.best_id)
-            stored = self.store.verdict(self.problem.fingerprint, fingerprint_text(record), self.options_key)
-            p.best_id, p.best_source, p.best_ms = end.best_id, record, attempt.median_ms
-            p.best_result = from_jsonable(EvalResult, stored) if stored else None
-            self.on_event(f"  the reviewer chose candidate {end.best_id} to go on from", "decision", action="edit")
+        chosen = self.store.candidate_source(end.best_id) if end.best_id is not None else None
+        if chosen is None or chosen == p.best_source:
+            return
+        stored = self.store.verdict(self.problem.fingerprint, fingerprint_text(chosen), self.options_key)
+        result = from_jsonable(EvalResult, stored) if stored else None
+        if result is None or not result.ok:
+            self.on_event(f"  candidate {end.best_id} has no passing verdict here: the best stays candidate {p.best_id}", "info")
+            return
+        # By source, not by row id: a branch replaying this decision has its own rows for the same candidate.
+        own = next((a.candidate_id for a in reversed(p.attempts) if self.store.candidate_source(a.candidate_id) == chosen), end.best_id)
+        p.best_id, p.best_source, p.best_ms, p.best_result = own, chosen, result.timing.median_ms if result.timing else None, result
+        self.on_event(f"  the reviewer chose candidate {own} to go on from", "decision", action="edit")
 
     # measurements --------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,337 @@
+"""The one facade egg's faces call: the CLI (`egg session`, `egg gate`), the web app's pages, and the tests.
+
+Everything goes through the store: a session is created as a row and run by a worker process started from here;
+a person's decision is validated here and appended as a row, which the waiting worker picks up. Nothing here runs
+a model, a compile or a kernel, and nothing imports torch, so a web page stays responsive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pipeline
+from pipeline.problems.loader import ProblemError, check_problem_source, fingerprint_text, load_problem
+from pipeline.config import ConfigError
+from pipeline.sessions.backends import BackendError, BackendSpec
+from pipeline.sessions.edits import DecisionError, check_decision
+from pipeline.sessions.gates import REVIEW_MODES
+from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings
+from pipeline.stages.method import Budget
+from pipeline.store import GateClosed, Store
+from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
+from pipeline.types import EvalOptions
+
+DB_VARIABLE = "EGG_DB"
+DEVICES = ("auto", "cuda", "cpu")
+WORKER_STALE_S = 10.0
+
+
+class ApiError(ValueError):
+    """Bad input from a person or a script (an unknown session or gate, a refused decision): one clear line."""
+
+
+# the store -------------------------------------------------------------------------------------------------------
+
+
+def default_db_path(environ: dict[str, str] | None = None) -> Path:
+    """EGG_DB, else data/egg.sqlite in a checkout, else ~/.local/share/egg/egg.sqlite for an installed egg."""
+    environ = os.environ if environ is None else environ
+    if environ.get(DB_VARIABLE):
+        return Path(environ[DB_VARIABLE]).expanduser()
+    checkout = pipeline.ROOT / "data"
+    if (checkout / "problems").is_dir():
+        return checkout / "egg.sqlite"
+    return Path.home() / ".local" / "share" / "egg" / "egg.sqlite"
+
+
+def open_store(path: str | Path | None = None) -> Store:
+    return Store(path or default_db_path())
+
+
+# problems --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BundledProblem:
+    path: str
+    name: str
+    level: int | None
+    collection: str  # "tiny" (CPU-sized) or "suite" (full size, for a GPU)
+
+    @property
+    def label(self) -> str:
+        level = f"level {self.level}" if self.level is not None else "other"
+        return f"{self.collection} / {level} / {self.name}"
+
+
+def bundled_problems() -> list[BundledProblem]:
+    """The problems that ship in data/problems, tiny ones first."""
+    root = pipeline.ROOT / "data" / "problems"
+    found = []
+    for collection in ("tiny", "suite"):
+        for path in sorted((root / collection).rglob("*.py")):
+            problem = load_problem(path)
+            found.append(BundledProblem(problem.path, problem.name, problem.level, collection))
+    return sorted(found, key=lambda p: (p.collection != "tiny", p.level or 99, _numeric_prefix(p.name), p.name))
+
+
+def _numeric_prefix(name: str) -> int:
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else 10**6
+
+
+def check_problem_text(source: str, filename: str = "problem.py") -> None:
+    """The CLI's loader on pasted or uploaded text: ApiError with the loader's message if it is not a problem."""
+    if not filename.endswith(".py"):
+        raise ApiError(f"{filename}: a problem is a .py file")
+    try:
+        check_problem_source(source, filename)
+    except ProblemError as error:
+        raise ApiError(str(error)) from None
+
+
+# sessions --------------------------------------------------------------------------------------------------------
+
+
+def create_session(store: Store, *, problem_path: str | Path | None = None, problem_source: str | None = None,
+                   problem_filename: str = "problem.py", backend: BackendSpec, review: str = "every", device: str = "auto",
+                   budget: Budget = Budget(), options: EvalOptions | None = None, profile_mode: str = "auto",
+                   label: str = "") -> SessionRecord:
+    """A new session (not yet running: `start_worker` runs it). A problem is a file, or pasted/uploaded text."""
+    if review not in REVIEW_MODES:
+        raise ApiError(f"review must be one of {', '.join(REVIEW_MODES)}, not {review!r}")
+    if device not in DEVICES:
+        raise ApiError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    try:
+        backend.check()
+    except (BackendError, ConfigError) as error:
+        raise ApiError(str(error)) from None
+    session_id = uuid.uuid4().hex[:12]
+    work_dir = store.path.parent / "sessions" / session_id
+    if problem_source is not None:
+        check_problem_text(problem_source, problem_filename)
+        path = work_dir / "problem" / Path(problem_filename).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(problem_source, encoding="utf-8")
+    elif problem_path is not None:
+        path = Path(problem_path)
+    else:
+        raise ApiError("a session needs a problem: a file, or its source")
+    try:
+        problem = load_problem(path)
+    except ProblemError as error:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        raise ApiError(str(error)) from None
+    source = Path(problem.path).read_text(encoding="utf-8")
+    settings = SessionSettings(budget, options or EvalOptions(), profile_mode)
+    store.create_session(session_id, problem_path=problem.path, problem_name=problem.name, problem_fp=problem.fingerprint,
+                         problem_source=source, backend=backend.to_json(), review=review, device=device,
+                         settings=settings.to_json(), work_dir=str(work_dir), label=label)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return store.session(session_id)
+
+
+def start_worker(store: Store, session_id: str) -> int:
+    """Start the worker process that runs a session (detached: it outlives the caller); its pid."""
+    record = get_session(store, session_id)
+    if record.finished:
+        raise ApiError(f"session {session_id} is {record.status}: nothing to run")
+    if worker_alive(record):
+        raise ApiError(f"session {session_id} already has a live worker (pid {record.worker_pid})")
+    log = Path(record.work_dir) / "worker.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(pipeline.ROOT), os.environ.get("PYTHONPATH", "")) if p),
+           "EGG_PIPELINE_ROOT": str(pipeline.ROOT)}
+    with open(log, "ab") as out:
+        process = subprocess.Popen([sys.executable, "-m", "pipeline.worker", "--db", str(store.path), "--session", session_id],
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    store.add_event(session_id, "worker", f"worker started (pid {process.pid})", {"pid": process.pid})
+    return process.pid
+
+
+def worker_alive(record: SessionRecord, now: float | None = None) -> bool:
+    """A fresh heartbeat from a process that still exists (a killed worker's last heartbeat stays fresh a while)."""
+    if record.heartbeat_at is None or record.worker_pid is None:
+        return False
+    return (now or time.time()) - record.heartbeat_at < WORKER_STALE_S and pid_alive(record.worker_pid)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def get_session(store: Store, session_id: str) -> SessionRecord:
+    record = store.session(session_id)
+    if record is None:
+        raise ApiError(f"no session {session_id!r} in {store.path}")
+    return record
+
+
+def list_sessions(store: Store, limit: int | None = None) -> list[SessionRecord]:
+    return store.sessions(limit)
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """One session as a person sees it: the record, whether a worker runs it, its open gates and its decisions."""
+
+    session: SessionRecord
+    worker_alive: bool
+    pending: list[GateRecord]
+    decisions: list[DecisionRecord]
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.session
+        return {
+            "id": s.id, "status": s.status, "stage": s.stage, "problem": s.problem_name, "problem_path": s.problem_path,
+            "backend": s.backend.get("describe", s.backend.get("kind")), "review": s.review, "device": s.device,
+            "worker_alive": self.worker_alive, "worker_pid": s.worker_pid if self.worker_alive else None,
+            "parent_id": s.parent_id, "branch_gate_key": s.branch_gate_key, "error": s.error, "outcome": s.outcome,
+            "created_at": s.created_at, "finished_at": s.finished_at, "work_dir": s.work_dir,
+            "pending": [gate_json(g) for g in self.pending],
+            "decisions": [dataclasses.asdict(d) for d in self.decisions],
+        }
+
+
+def session_view(store: Store, session_id: str) -> SessionView:
+    record = get_session(store, session_id)
+    return SessionView(record, worker_alive(record), store.gates(session_id, open_only=True), store.decisions(session_id))
+
+
+def gate_json(gate: GateRecord) -> dict[str, Any]:
+    return {"id": gate.id, "kind": gate.kind, "stage": gate.stage, "key": gate.key, "ordinal": gate.ordinal,
+            "reviewed": gate.reviewed, "created_at": gate.created_at, "payload": gate.payload,
+            "decision": dataclasses.asdict(gate.decision) if gate.decision else None}
+
+
+def cancel(store: Store, session_id: str) -> SessionRecord:
+    """Ask the session's worker to stop; a session with no live worker is cancelled at once."""
+    record = get_session(store, session_id)
+    if record.finished:
+        raise ApiError(f"session {session_id} is already {record.status}")
+    store.request_cancel(session_id)
+    if not worker_alive(record):
+        store.add_event(session_id, "cancelled", "cancelled (no worker was running it)")
+        store.update_session(session_id, status="cancelled")
+    return store.session(session_id)
+
+
+def kill_worker(store: Store, session_id: str) -> None:
+    """SIGKILL the session's worker (tests and people recovering a wedged machine); the session stays resumable."""
+    record = get_session(store, session_id)
+    if record.worker_pid:
+        try:
+            os.killpg(record.worker_pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def resume(store: Store, session_id: str) -> int:
+    """Start a worker for a session that has none (after a kill, a reboot, or a restart of the app)."""
+    return start_worker(store, session_id)
+
+
+def events(store: Store, session_id: str, after_id: int = 0) -> list[EventRecord]:
+    get_session(store, session_id)
+    return store.events(session_id, after_id)
+
+
+# gates and decisions ---------------------------------------------------------------------------------------------
+
+
+def gates(store: Store, session_id: str, *, open_only: bool = False) -> list[GateRecord]:
+    get_session(store, session_id)
+    return store.gates(session_id, open_only=open_only)
+
+
+def get_gate(store: Store, session_id: str, gate_id: int) -> GateRecord:
+    gate = store.gate(gate_id)
+    if gate is None or gate.session_id != session_id:
+        raise ApiError(f"no gate {gate_id} in session {session_id}")
+    return gate
+
+
+def decide(store: Store, session_id: str, gate_id: int, action: str, *, edit_text: str | None = None, feedback: str = "",
+           who: str = "person") -> DecisionRecord:
+    """Validate a decision and append it; the waiting worker goes on from it. Refused decisions change nothing."""
+    record = get_session(store, session_id)
+    gate = get_gate(store, session_id, gate_id)
+    if gate.decision is not None:
+        raise ApiError(f"gate {gate_id} is closed: it was decided {gate.decision.action} by {gate.decision.who}")
+    if record.finished:
+        raise ApiError(f"session {session_id} is {record.status}")
+    if action == "reject" and not feedback.strip():
+        feedback = ""
+    try:
+        after = check_decision(gate, action, edit_text)
+        return store.add_decision(gate.id, session_id, action, who, gate.payload.get("proposal"), after, feedback.strip())
+    except DecisionError as error:
+        raise ApiError(str(error)) from None
+    except GateClosed as error:
+        raise ApiError(str(error)) from None
+
+
+def branch(store: Store, session_id: str, gate_id: int, *, label: str = "") -> SessionRecord:
+    """A new session that shares everything up to `gate_id` (which is open again in it); not yet running."""
+    source = get_session(store, session_id)
+    gate = get_gate(store, session_id, gate_id)
+    new_id = uuid.uuid4().hex[:12]
+    work_dir = store.path.parent / "sessions" / new_id
+    store.create_session(new_id, problem_path=source.problem_path, problem_name=source.problem_name, problem_fp=source.problem_fp,
+                         problem_source=store.problem_source(session_id), backend=source.backend, review=source.review,
+                         device=source.device, settings=source.settings, work_dir=str(work_dir), parent_id=session_id,
+                         branch_gate_key=gate.key, label=label or f"branch of {session_id} at gate {gate_id}")
+    store.copy_history(session_id, new_id, gate)
+    store.add_event(new_id, "branched", f"branched from session {session_id} at its {gate.kind} gate {gate_id} ({gate.stage})",
+                    {"parent_id": session_id, "gate_key": gate.key})
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return store.session(new_id)
+
+
+# results ---------------------------------------------------------------------------------------------------------
+
+
+def candidates(store: Store, session_id: str) -> list[CandidateRecord]:
+    get_session(store, session_id)
+    return store.candidates(session_id)
+
+
+def export(store: Store, session_id: str, out_dir: str | Path) -> list[Path]:
+    """Copy best.py, report.md and evidence.json of a finished session into `out_dir`."""
+    files = export_files(store, session_id)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+        written.append(out / name)
+    return written
+
+
+def export_files(store: Store, session_id: str) -> dict[str, bytes]:
+    record = get_session(store, session_id)
+    folder = Path(record.work_dir)
+    missing = [name for name in OUTPUT_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ApiError(f"session {session_id} is {record.status}: it has no {', '.join(missing)} yet (they are written when it ends)")
+    return {name: (folder / name).read_bytes() for name in OUTPUT_FILES}
+
+
+def source_fingerprint(text: str) -> str:
+    return fingerprint_text(text)
