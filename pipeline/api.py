@@ -8,6 +8,7 @@ a model, a compile or a kernel, and nothing imports torch, so a web page stays r
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -29,7 +30,7 @@ from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings
 from pipeline.stages.method import Budget
 from pipeline.store import GateClosed, Store
 from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
-from pipeline.types import EvalOptions
+from pipeline.types import EvalOptions, EvalResult, from_jsonable
 
 DB_VARIABLE = "EGG_DB"
 DEVICES = ("auto", "cuda", "cpu")
@@ -335,3 +336,159 @@ def export_files(store: Store, session_id: str) -> dict[str, bytes]:
 
 def source_fingerprint(text: str) -> str:
     return fingerprint_text(text)
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """One candidate with the numbers its verdict gave (read in one query: pages show a thousand of these)."""
+
+    id: int
+    stage: str
+    origin: str
+    author: str
+    parent_id: int | None
+    note: str
+    status: str | None  # None: not judged (yet)
+    reason: str
+    median_ms: float | None
+    ci95_low_ms: float | None
+    ci95_high_ms: float | None
+    speedups: dict[str, float]
+    created_at: str
+
+
+def candidate_rows(store: Store, session_id: str) -> list[CandidateRow]:
+    record = get_session(store, session_id)
+    options_key = record.settings.get("options_key", "")
+    rows = store.db.query(
+        """
+        SELECT c.id, c.stage, c.origin, c.author, c.parent_id, c.note, c.created_at, v.status,
+               json_extract(v.result_json, '$.reason') AS reason,
+               json_extract(v.result_json, '$.timing.median_ms') AS median_ms,
+               json_extract(v.result_json, '$.timing.ci95_low_ms') AS low,
+               json_extract(v.result_json, '$.timing.ci95_high_ms') AS high,
+               json_extract(v.result_json, '$.speedups') AS speedups
+        FROM candidates c LEFT JOIN verdicts v
+          ON v.problem_fp = ? AND v.source_fp = c.source_fp AND v.options_key = ?
+        WHERE c.session_id = ? ORDER BY c.id
+        """,
+        (record.problem_fp, options_key, session_id),
+    )
+    return [CandidateRow(r["id"], r["stage"], r["origin"], r["author"], r["parent_id"], r["note"], r["status"], r["reason"] or "",
+                         r["median_ms"], r["low"], r["high"], json.loads(r["speedups"]) if r["speedups"] else {}, r["created_at"])
+            for r in rows]
+
+
+@dataclass(frozen=True)
+class CandidateDetail:
+    row: CandidateRow
+    source: str
+    parent_source: str | None  # the parent candidate's, or the reference problem's for a seed
+    verdict: EvalResult | None
+
+
+def candidate_detail(store: Store, session_id: str, candidate_id: int) -> CandidateDetail:
+    rows = {r.id: r for r in candidate_rows(store, session_id)}
+    if candidate_id not in rows:
+        raise ApiError(f"no candidate {candidate_id} in session {session_id}")
+    row = rows[candidate_id]
+    record = get_session(store, session_id)
+    source = store.candidate_source(candidate_id) or ""
+    parent = store.candidate_source(row.parent_id) if row.parent_id else store.problem_source(session_id)
+    stored = store.verdict(record.problem_fp, fingerprint_text(source), record.settings.get("options_key", ""))
+    return CandidateDetail(row, source, parent, from_jsonable(EvalResult, stored) if stored else None)
+
+
+# learning --------------------------------------------------------------------------------------------------------
+
+
+def record_prediction(store: Store, session_id: str, gate_key: str, who: str, predicted: str, actual: str) -> bool:
+    """A learner's guess of the bottleneck before the plan is shown; True when it names the plan's top one."""
+    get_session(store, session_id)
+    return store.add_prediction(session_id, gate_key, who or "learner", predicted, actual)
+
+
+def prediction_score(store: Store, who: str) -> tuple[int, int]:
+    rows = store.predictions(who or "learner")
+    return sum(r["correct"] for r in rows), len(rows)
+
+
+RECORDED_DIR = pipeline.ROOT / "data" / "recorded"
+BUNDLE_VERSION = 1
+
+
+def export_bundle(store: Store, session_id: str, note: str = "") -> dict[str, Any]:
+    """A finished session as one JSON value: enough to replay it gate by gate anywhere, with no GPU and no model."""
+    record = get_session(store, session_id)
+    rows = candidate_rows(store, session_id)
+    sources = {r.id: store.candidate_source(r.id) for r in rows}
+    verdicts = {str(r.id): store.verdict(record.problem_fp, fingerprint_text(sources[r.id]), record.settings.get("options_key", "")) for r in rows}
+    bundle = {
+        "version": BUNDLE_VERSION, "note": note,
+        "session": {**dataclasses.asdict(record), "problem_source": store.problem_source(session_id), "worker_pid": None, "heartbeat_at": None},
+        "gates": [gate_json(g) for g in store.gates(session_id)],
+        "candidates": [{**dataclasses.asdict(r), "source": sources[r.id], "verdict": verdicts[str(r.id)]} for r in rows],
+        "events": [{"at": e.at, "kind": e.kind, "message": e.message, "data": e.data} for e in store.events(session_id, 0, 100000)],
+        "requests": store.requests(session_id),
+    }
+    # The machine it ran on stays out of the bundle: paths become relative to the session's folder or the checkout.
+    text = json.dumps(bundle)
+    for prefix, replacement in ((record.work_dir, "session"), (str(pipeline.ROOT), ".")):
+        if prefix:
+            text = text.replace(json.dumps(prefix)[1:-1], replacement)
+    return json.loads(text)
+
+
+def import_bundle(store: Store, bundle: dict[str, Any], *, label: str = "") -> SessionRecord:
+    """A recorded session in this store (once: importing the same bundle again gives the same session)."""
+    if bundle.get("version") != BUNDLE_VERSION:
+        raise ApiError(f"not a recorded session of this egg (version {bundle.get('version')!r}, expected {BUNDLE_VERSION})")
+    s = bundle["session"]
+    existing = store.session(s["id"])
+    if existing is not None:
+        return existing
+    with store.db.atomic():
+        store.create_session(s["id"], problem_path=s["problem_path"], problem_name=s["problem_name"], problem_fp=s["problem_fp"],
+                             problem_source=s["problem_source"], backend={**s["backend"], "recorded": True}, review=s["review"],
+                             device=s["device"], settings=s["settings"], work_dir=s["work_dir"], label=label or s["label"] or "recorded")
+        store.update_session(s["id"], status=s["status"], stage=s["stage"], outcome=s["outcome"], environment=s["environment"],
+                             finished_at=s["finished_at"])
+        ids: dict[int, int] = {}
+        for c in bundle["candidates"]:
+            source_fp = fingerprint_text(c["source"])
+            ids[c["id"]] = store.add_candidate(s["id"], c["stage"], c["origin"], c["source"], source_fp, ids.get(c["parent_id"]), c["note"], c["author"])
+            if c["verdict"] is not None:
+                store.save_verdict(s["problem_fp"], source_fp, s["settings"].get("options_key", ""), c["verdict"]["status"], c["verdict"])
+        for g in bundle["gates"]:
+            gate = store.open_gate(s["id"], g["key"], g["stage"], g["kind"], g["ordinal"], g["reviewed"], g["payload"])
+            if g["decision"] is not None:
+                d = g["decision"]
+                store.add_decision(gate.id, s["id"], d["action"], d["who"], d["before"], d["after"], d["feedback"])
+        for e in bundle["events"]:
+            store.add_event(s["id"], e["kind"], e["message"], e["data"])
+    return store.session(s["id"])
+
+
+def recorded_sessions() -> list[Path]:
+    return sorted(RECORDED_DIR.glob("*.json")) if RECORDED_DIR.is_dir() else []
+
+
+def import_recorded(store: Store) -> list[SessionRecord]:
+    """Every bundled recorded session (data/recorded/*.json) in this store."""
+    return [import_bundle(store, json.loads(path.read_text(encoding="utf-8"))) for path in recorded_sessions()]
+
+
+# settings --------------------------------------------------------------------------------------------------------
+
+KEY_NAMES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EGG_LLM_API_KEY")
+
+
+def keys_present(environ: dict[str, str] | None = None) -> dict[str, bool]:
+    """Which model keys the environment holds. Never their values."""
+    environ = os.environ if environ is None else environ
+    return {name: bool(environ.get(name)) for name in KEY_NAMES}
+
+
+def gpu_visible() -> bool:
+    """Whether an NVIDIA GPU is visible to this machine (without importing torch or initializing CUDA)."""
+    return Path("/dev/nvidiactl").exists() and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != ""

@@ -104,6 +104,7 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
     with Judge(options) as judge:
         optimizer = Optimizer(problem, LockedJudge(judge, lock), built.backend, store, session_id, work_dir, gates, settings.budget, events,
                               profiler=_profiler(options, settings.profile_mode, lock), ledger=built.ledger)
+        store.update_session(session_id, settings={**record.settings, "options_key": optimizer.options_key})  # its verdicts' key
         progress = optimizer.run()
         reference = judge.reference(problem)
     verify = dataclasses.replace(options, seed=options.seed + HELD_OUT_SEED_OFFSET)

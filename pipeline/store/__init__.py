@@ -262,6 +262,14 @@ class Store:
         gates = [GateRecord.from_row(r, decisions.get(r["id"])) for r in rows]
         return [g for g in gates if g.open] if open_only else gates
 
+    def open_gate_ids(self, session_id: str) -> list[int]:
+        rows = self._rows("SELECT g.id FROM gates g LEFT JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND d.id IS NULL ORDER BY g.id", (session_id,))
+        return [r["id"] for r in rows]
+
+    def decided_stage_ends(self, session_id: str) -> set[str]:
+        rows = self._rows("SELECT DISTINCT g.stage FROM gates g JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND g.kind = 'stage_end'", (session_id,))
+        return {r["stage"] for r in rows}
+
     def _decision_of(self, gate_id: int) -> DecisionRecord | None:
         row = self._one("SELECT * FROM decisions WHERE gate_id = ?", (gate_id,))
         return DecisionRecord.from_row(row) if row else None
@@ -287,6 +295,11 @@ class Store:
 
     def events(self, session_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
         rows = self._rows("SELECT * FROM events WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?", (session_id, after_id, limit))
+        return [EventRecord.from_row(r) for r in rows]
+
+    def events_tail(self, session_id: str, limit: int = 200) -> list[EventRecord]:
+        """The session's last `limit` events, oldest first."""
+        rows = self._rows("SELECT * FROM (SELECT * FROM events WHERE session_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id", (session_id, limit))
         return [EventRecord.from_row(r) for r in rows]
 
     def last_event_id(self, session_id: str) -> int:

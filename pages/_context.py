@@ -1,0 +1,46 @@
+"""What every page shares: the store handle (one per server process) and the session the URL names."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from pipeline import api
+from pipeline.store import Store
+from pipeline.store.records import SessionRecord
+
+
+@st.cache_resource
+def _open(path: str) -> Store:
+    return api.open_store(path)
+
+
+def store_handle() -> Store:
+    """The store of EGG_DB (else data/egg.sqlite): one handle per server; each thread gets its own connection."""
+    return _open(str(api.default_db_path(dict(os.environ))))
+
+
+def store() -> Store:
+    return st.session_state.get("store") or store_handle()
+
+
+def session_from_url(placeholder: str = "Choose a session") -> SessionRecord | None:
+    """The session `?id=` names, else one picked here (and put in the URL, so a reload shows the same one)."""
+    handle = store()
+    wanted = st.query_params.get("id")
+    if wanted:
+        record = handle.session(wanted)
+        if record is not None:
+            return record
+        st.error(f"no session {wanted!r} in {handle.path}")
+    sessions = api.list_sessions(handle, limit=200)
+    if not sessions:
+        st.info("No session yet: start one on the New session page.")
+        return None
+    labels = {s.id: f"{s.id} · {s.problem_name} · {s.status}" + (f" · {s.label}" if s.label else "") for s in sessions}
+    chosen = st.selectbox(placeholder, list(labels), format_func=labels.get, index=None, key="session_picker")
+    if chosen is None:
+        return None
+    st.query_params["id"] = chosen
+    return handle.session(chosen)

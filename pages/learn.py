@@ -1,0 +1,127 @@
+"""Learn: a lesson per stage; recorded sessions (measured on an H200) replayed gate by gate with no GPU and no model;
+and "predict the bottleneck before the plan is shown", scored and stored."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from components.diff import render_diff
+from components.gate import render_kernel_proposal, render_stage_end
+from components.lessons import LESSONS, PREDICTABLE, render_lesson, top_bottleneck
+from components.plan import render_plan
+from components.profile import render_profile
+from components.verdict import render_verdict
+from pages._context import store
+from pipeline import api
+from pipeline.agents.replies import Diagnosis
+from pipeline.expert.knowledge import topic
+from pipeline.profiler.report import ProfileReport
+from pipeline.store.records import GateRecord, SessionRecord
+from pipeline.types import EvalResult, from_jsonable
+
+
+def init_page_state() -> None:
+    st.session_state.setdefault("replay_index", 0)
+    st.session_state.setdefault("who", "learner")
+
+
+@st.cache_data(ttl=60)
+def _imported(db: str) -> list[str]:
+    return [r.id for r in api.import_recorded(store())]
+
+
+def recorded() -> list[SessionRecord]:
+    ids = _imported(str(store().path))
+    return [store().session(i) for i in ids]
+
+
+def render_lessons() -> None:
+    tabs = st.tabs([lesson.title.split(": ")[1] for lesson in LESSONS])
+    for tab, lesson in zip(tabs, LESSONS):
+        with tab:
+            render_lesson(lesson, "\n\n".join(topic(name) for name in lesson.topics))
+
+
+def predict(record: SessionRecord, gate: GateRecord) -> None:
+    """The learner's guess, scored against the plan's top bottleneck and kept in the store."""
+    guess = st.session_state.get(f"predict_{gate.id}")
+    actual = top_bottleneck(gate.payload.get("proposal")) or ""
+    api.record_prediction(store(), record.id, gate.key, st.session_state["who"], guess, actual)
+    st.session_state[f"revealed_{gate.id}"] = guess
+
+
+def render_plan_replay(record: SessionRecord, gate: GateRecord) -> None:
+    report = gate.payload.get("report")
+    if report:
+        render_profile(from_jsonable(ProfileReport, report), expert=st.toggle("expert view", key=f"expert_{gate.id}"))
+    plan = gate.payload.get("proposal")
+    revealed = st.session_state.get(f"revealed_{gate.id}")
+    if plan and revealed is None:
+        st.markdown("**Before the plan is shown: what limits this kernel?**")
+        st.radio("your prediction", PREDICTABLE, key=f"predict_{gate.id}", horizontal=True)
+        st.button("Reveal the plan", key="predict_reveal", on_click=predict, args=(record, gate))
+        return
+    if plan:
+        actual = top_bottleneck(plan)
+        (st.success if revealed == actual else st.warning)(f"you said {revealed}; the plan's top bottleneck is {actual}")
+        render_plan(Diagnosis.model_validate(plan))
+    else:
+        st.info(f"no plan was proposed here: {gate.payload.get('note', '')}")
+
+
+def render_gate_replay(record: SessionRecord, gate: GateRecord) -> None:
+    payload = gate.payload
+    st.subheader(f"{gate.kind} gate · {gate.stage}")
+    if gate.kind == "plan":
+        render_plan_replay(record, gate)
+    elif gate.kind == "kernel":
+        render_kernel_proposal(payload)
+        if payload.get("proposal"):
+            render_diff(payload.get("parent_source") or "", payload["proposal"])
+    elif gate.kind == "verdict":
+        render_verdict(from_jsonable(EvalResult, payload["verdict"]))
+    else:
+        render_stage_end(payload)
+    if gate.decision is not None and (gate.kind != "plan" or st.session_state.get(f"revealed_{gate.id}") is not None or not payload.get("proposal")):
+        d = gate.decision
+        st.markdown(f"**Decision:** {d.action} by {d.who}" + (f" - {d.feedback}" if d.feedback else ""))
+
+
+def step(delta: int, count: int) -> None:
+    st.session_state["replay_index"] = min(max(0, st.session_state["replay_index"] + delta), count - 1)
+
+
+def render_replay() -> None:
+    sessions = recorded()
+    if not sessions:
+        st.info("No recorded session is bundled in data/recorded.")
+        return
+    labels = {s.id: f"{s.problem_name} · {s.backend.get('describe', '')} · {s.outcome.get('headline', '')}" for s in sessions}
+    chosen = st.selectbox("Recorded session", list(labels), format_func=labels.get, key="replay_pick", on_change=lambda: st.session_state.update(replay_index=0))
+    record = store().session(chosen)
+    gates = [g for g in store().gates(chosen) if g.reviewed or g.kind == "plan"]
+    if not gates:
+        st.info("this recording has no gates")
+        return
+    index = min(st.session_state["replay_index"], len(gates) - 1)
+    left, middle, right = st.columns([1, 3, 1])
+    left.button("◀ previous", key="replay_prev", on_click=step, args=(-1, len(gates)), disabled=index == 0)
+    middle.progress((index + 1) / len(gates), text=f"gate {index + 1} of {len(gates)}")
+    right.button("next ▶", key="replay_next", on_click=step, args=(1, len(gates)), disabled=index == len(gates) - 1)
+    render_gate_replay(record, gates[index])
+    right_answers, total = api.prediction_score(store(), st.session_state["who"])
+    st.caption(f"{st.session_state['who']}'s predictions: {right_answers} of {total} right")
+
+
+def render() -> None:
+    st.title("Learn")
+    st.text_input("Your name (for the prediction score)", key="who")
+    lessons_tab, replay_tab = st.tabs(["The stages", "Recorded sessions"])
+    with lessons_tab:
+        render_lessons()
+    with replay_tab:
+        render_replay()
+
+
+init_page_state()
+render()

@@ -1,0 +1,94 @@
+"""Sessions: every stored session with its outcome; open, resume, branch, cancel, compare two side by side, and
+export best.py, report.md and evidence.json as downloads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._context import store
+from pipeline import api
+from pipeline.store.records import SessionRecord
+
+
+def init_page_state() -> None:
+    st.session_state.setdefault("sessions_message", "")
+
+
+def rows(sessions: list[SessionRecord]) -> list[dict]:
+    return [{"id": s.id, "problem": s.problem_name, "status": s.status, "stage": s.stage, "review": s.review,
+             "backend": s.backend.get("describe", s.backend.get("kind")), "device": s.device,
+             "outcome": s.outcome.get("headline", ""), "branch of": s.parent_id or "", "label": s.label, "created": s.created_at[:19]}
+            for s in sessions]
+
+
+def act(action, *args) -> None:
+    try:
+        result = action(store(), *args)
+    except api.ApiError as error:
+        st.session_state["sessions_message"] = f"error: {error}"
+        return
+    st.session_state["sessions_message"] = f"{action.__name__}: done" + (f" ({result.id})" if hasattr(result, "id") else "")
+
+
+def render_actions(record: SessionRecord) -> None:
+    alive = api.worker_alive(record)
+    columns = st.columns(4)
+    columns[0].page_link("pages/session.py", label="Open", query_params={"id": record.id})
+    columns[1].button("Resume", key="sessions_resume", disabled=record.finished or alive, on_click=act, args=(api.resume, record.id),
+                      help="start a worker for a session that has none")
+    columns[2].button("Cancel", key="sessions_cancel", disabled=record.finished, on_click=act, args=(api.cancel, record.id))
+    gates = store().gates(record.id, with_payload=False)
+    with columns[3].popover("Branch from a gate", disabled=not gates):
+        gate_id = st.selectbox("gate", [g.id for g in gates], key="branch_gate",
+                               format_func=lambda i: next(f"{g.id} · {g.stage} · {g.kind}" + (f" · {g.decision.action}" if g.decision else "") for g in gates if g.id == i))
+        st.button("Branch", key="sessions_branch", on_click=act, args=(api.branch, record.id, gate_id))
+    try:
+        files = api.export_files(store(), record.id)
+    except api.ApiError as error:
+        st.caption(str(error))
+        return
+    downloads = st.columns(len(files))
+    for column, (name, data) in zip(downloads, files.items()):
+        column.download_button(f"Download {name}", data, file_name=name, key=f"download_{name}")
+
+
+def render_compare(sessions: list[SessionRecord]) -> None:
+    st.subheader("Compare two")
+    ids = [s.id for s in sessions]
+    chosen = st.multiselect("two sessions", ids, max_selections=2, key="compare_pick")
+    if len(chosen) != 2:
+        return
+    columns = st.columns(2)
+    for column, session_id in zip(columns, chosen):
+        record = store().session(session_id)
+        with column:
+            st.markdown(f"**{record.problem_name}** · {record.id} · {record.status}")
+            st.write(record.outcome.get("headline", "no outcome yet"))
+            candidates = api.candidate_rows(store(), session_id)
+            timed = [c for c in candidates if c.median_ms]
+            st.metric("candidates judged", sum(c.status is not None for c in candidates))
+            st.metric("passed", sum(c.status == "ok" for c in candidates))
+            if timed:
+                best = min(timed, key=lambda c: c.median_ms)
+                st.metric("fastest passing", f"{best.median_ms:.4g} ms", help=f"candidate {best.id}")
+            decisions = store().decisions(session_id)
+            st.caption(f"{len(decisions)} decisions: " + ", ".join(sorted({d.action for d in decisions})))
+
+
+def render() -> None:
+    st.title("Sessions")
+    sessions = api.list_sessions(store())
+    if not sessions:
+        st.info("No session yet: start one on the New session page, or import the recorded ones on the Learn page.")
+        return
+    st.dataframe(rows(sessions), hide_index=True, width="stretch")
+    labels = {s.id: f"{s.id} · {s.problem_name} · {s.status}" for s in sessions}
+    chosen = st.selectbox("Session", list(labels), format_func=labels.get, key="sessions_pick")
+    render_actions(store().session(chosen))
+    if st.session_state["sessions_message"]:
+        st.info(st.session_state["sessions_message"])
+    render_compare(sessions)
+
+
+init_page_state()
+render()
