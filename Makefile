@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.egg-setup-stamp
 # CPU machines: torch's CPU build, triton 3.6 (its interpreter needs numpy<2.4).
 TORCH_PINS := torch==2.13.0 "triton>=3.6,<3.7" "numpy<2.4"
 
-.PHONY: setup demo test test-gpu clean
+.PHONY: setup app demo test test-gpu clean
 
 setup: $(STAMP)
 
@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_PINS)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]" $(TORCH_PINS)
 	touch $(STAMP)
+
+# The web app on http://127.0.0.1:$(EGG_PORT) (default 8501), database $(EGG_DB) (default data/egg.sqlite). With no
+# model configured (EGG_LLM, egg.yaml) a new session uses egg's expert backend: no key is needed.
+app: setup
+	$(VENV)/bin/egg ui
 
 # egg's main job on a bundled problem, offline: a scripted model (examples/scripts/) drives every stage on the CPU;
 # then the winner is judged once more by `egg check`.
@@ -30,7 +35,15 @@ demo: setup
 llm-server: setup
 	PY=$(CURDIR)/$(PY) scripts/llama_server.sh
 
-test: setup llm-server
+# A real browser for the web app's end-to-end test: Debian's chromium (Playwright drives it; its own download cannot
+# work on a closed network). Installed with apt when missing and run as root (CI); otherwise the hint says what to do.
+CHROMIUM ?= /usr/bin/chromium
+.PHONY: browser
+browser:
+	@test -x $(CHROMIUM) || { [ "$$(id -u)" = 0 ] && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+		|| { echo "the browser test needs Chromium at $(CHROMIUM): sudo apt-get install chromium"; exit 1; }
+
+test: setup llm-server browser
 	$(PY) -m pytest -q -m "not gpu"
 
 # On a machine with a CUDA GPU (the H200): the tests marked gpu.

@@ -9,16 +9,16 @@ import streamlit as st
 
 from pages._context import store_handle
 
-st.set_page_config(page_title="egg", page_icon="🥚", layout="wide")
-st.session_state["store"] = store_handle()
+st.set_page_config(page_title="egg", page_icon=":material/egg:", layout="wide")
+store_handle()  # open (and migrate) the database before any page needs it
 navigation = st.navigation(
     [
-        st.Page("pages/new_session.py", title="New session", icon="➕", default=True),
-        st.Page("pages/session.py", title="Session", icon="🔬", url_path="session"),
-        st.Page("pages/candidates.py", title="Candidates", icon="📊", url_path="candidates"),
-        st.Page("pages/sessions.py", title="Sessions", icon="🗂", url_path="sessions"),
-        st.Page("pages/learn.py", title="Learn", icon="🎓", url_path="learn"),
-        st.Page("pages/settings.py", title="Settings", icon="⚙", url_path="settings"),
+        st.Page("pages/new_session.py", title="New session", icon=":material/add_circle:", default=True),
+        st.Page("pages/session.py", title="Session", icon=":material/biotech:", url_path="session"),
+        st.Page("pages/candidates.py", title="Candidates", icon=":material/bar_chart:", url_path="candidates"),
+        st.Page("pages/sessions.py", title="Sessions", icon=":material/folder_open:", url_path="sessions"),
+        st.Page("pages/learn.py", title="Learn", icon=":material/school:", url_path="learn"),
+        st.Page("pages/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
     ]
 )
 navigation.run()

@@ -12,8 +12,6 @@ from pipeline.store.records import EventRecord
 STAGES = (ALGORITHM, *HARDWARE_STAGES)
 STAGE_TITLES = {"algorithm": "1 · algorithmic structure", "parallel_mapping": "2a · parallel mapping", "tiling": "2b · tiling",
                 "memory": "2c · memory"}
-EVENT_ICONS = {"gate_open": "⏸", "gate_decided": "▶", "verdict": "⚖", "best": "★", "stage": "▸", "judging": "…", "profiling": "…",
-               "done": "✔", "failed": "✖", "cancelled": "✖", "no_proposal": "∅", "decision": "✎"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ def stage_states(current: str, finished_stages: set[str], session_done: bool) ->
 
 def render_stage_progress(states: list[StageState]) -> None:
     columns = st.columns(len(states))
-    marks = {"done": "✅", "current": "🔶", "waiting": "⬜"}
+    marks = {"done": ":green[:material/check_circle:]", "current": ":orange[:material/pending:]", "waiting": ":gray[:material/radio_button_unchecked:]"}
     for column, s in zip(columns, states):
         column.markdown(f"{marks[s.state]} **{s.title}**")
         column.caption(s.objective)
@@ -49,5 +47,5 @@ def render_timeline(events: list[EventRecord], limit: int = 60) -> None:
     shown = events[-limit:]
     if len(events) > limit:
         st.caption(f"the last {limit} of {len(events)} events")
-    lines = [f"{e.at[11:19]} {EVENT_ICONS.get(e.kind, '·')} {e.message.strip()}" for e in shown]
+    lines = [f"{e.at[11:19]}  {e.kind:<12} {e.message.strip()}" for e in shown]
     st.code("\n".join(lines) if lines else "no events yet", language=None, wrap_lines=True)

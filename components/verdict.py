@@ -9,7 +9,7 @@ import streamlit as st
 
 from pipeline.types import EvalResult, Timing
 
-_MARK = {True: "✅ pass", False: "❌ fail", None: "– skipped"}
+_MARK = {True: "pass", False: "FAIL", None: "skipped"}
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,13 @@ def floor_share(result: EvalResult) -> float | None:
     return result.physical_floor_ms / result.timing.median_ms
 
 
+def table_height(rows: int) -> int:
+    """A dataframe tall enough to show every row (Streamlit's default scrolls after ten)."""
+    return 38 + 35 * rows
+
+
 def status_line(result: EvalResult) -> str:
-    icon = "✅" if result.ok else "❌"
+    icon = ":green[:material/check_circle:]" if result.ok else ":red[:material/cancel:]"
     return f"{icon} **{result.status.value}** - {result.reason}"
 
 
@@ -72,7 +77,7 @@ def render_verdict(result: EvalResult) -> None:
     if failed:
         st.error("\n\n".join(f"**{c.name}**: {c.detail}" for c in failed))
     st.dataframe([{"check": c.name, "result": _MARK[c.passed], "detail": c.detail} for c in result.checks],
-                 hide_index=True, width="stretch")
+                 hide_index=True, width="stretch", height=table_height(len(result.checks)))
     if result.trials:
         with st.expander(f"compared calls ({len(result.trials)})"):
             st.dataframe([{"call": t.name, "match": "yes" if t.passed else "NO", "max abs err": t.max_abs_err, "max rel err": t.max_rel_err,

@@ -22,7 +22,8 @@ def store_handle() -> Store:
 
 
 def store() -> Store:
-    return st.session_state.get("store") or store_handle()
+    """The handle, looked up on every call: EGG_DB names the database (a test may point it elsewhere)."""
+    return store_handle()
 
 
 def session_from_url(placeholder: str = "Choose a session") -> SessionRecord | None:

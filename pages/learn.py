@@ -105,9 +105,9 @@ def render_replay() -> None:
         return
     index = min(st.session_state["replay_index"], len(gates) - 1)
     left, middle, right = st.columns([1, 3, 1])
-    left.button("◀ previous", key="replay_prev", on_click=step, args=(-1, len(gates)), disabled=index == 0)
+    left.button("previous", icon=":material/arrow_back:", key="replay_prev", on_click=step, args=(-1, len(gates)), disabled=index == 0)
     middle.progress((index + 1) / len(gates), text=f"gate {index + 1} of {len(gates)}")
-    right.button("next ▶", key="replay_next", on_click=step, args=(1, len(gates)), disabled=index == len(gates) - 1)
+    right.button("next", icon=":material/arrow_forward:", key="replay_next", on_click=step, args=(1, len(gates)), disabled=index == len(gates) - 1)
     render_gate_replay(record, gates[index])
     right_answers, total = api.prediction_score(store(), st.session_state["who"])
     st.caption(f"{st.session_state['who']}'s predictions: {right_answers} of {total} right")

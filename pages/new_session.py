@@ -8,6 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from components.style import apply as apply_style
 from pages._context import store
 from pipeline import api
 from pipeline.sessions.backends import BackendError, BackendSpec, default_backend
@@ -67,9 +68,10 @@ def backend_choice() -> BackendSpec | None:
                              key="backend_spec", placeholder="openai:gpt-5.1")
         return BackendSpec("llm", spec.strip(), default.config) if spec.strip() else None
     if kind == "script":
-        scripts = sorted(str(p) for p in (api.pipeline.ROOT / "examples" / "scripts").glob("*.yaml"))
-        path = st.selectbox("Script", scripts, key="backend_script", format_func=lambda p: Path(p).name)
-        return BackendSpec("script", path) if path else None
+        examples = sorted((api.pipeline.ROOT / "examples" / "scripts").glob("*.yaml"))
+        path = st.text_input("Script file (YAML: replies per agent)", value=str(examples[0]) if examples else "", key="backend_script",
+                             help="the bundled ones: " + ", ".join(p.name for p in examples))
+        return BackendSpec("script", path.strip()) if path.strip() else None
     return BackendSpec(kind)
 
 
@@ -120,4 +122,5 @@ def render() -> None:
 
 
 init_page_state()
+apply_style()
 render()

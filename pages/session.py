@@ -13,6 +13,7 @@ from components.plan import plan_editor, render_plan, validate_plan
 from components.profile import render_profile
 from components.session import render_stage_progress, render_timeline, stage_states
 from components.verdict import render_verdict
+from components.style import apply as apply_style
 from pages._context import session_from_url, store
 from pipeline import api
 from pipeline.agents.replies import Diagnosis
@@ -165,4 +166,5 @@ def render() -> None:
 
 
 init_page_state()
+apply_style()
 render()

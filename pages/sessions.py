@@ -30,6 +30,11 @@ def act(action, *args) -> None:
     st.session_state["sessions_message"] = f"{action.__name__}: done" + (f" ({result.id})" if hasattr(result, "id") else "")
 
 
+def branch(session_id: str) -> None:
+    """The gate is read when the button is pressed (a callback's arguments are those of the last rerun)."""
+    act(api.branch, session_id, st.session_state["branch_gate"])
+
+
 def render_actions(record: SessionRecord) -> None:
     alive = api.worker_alive(record)
     columns = st.columns(4)
@@ -39,9 +44,9 @@ def render_actions(record: SessionRecord) -> None:
     columns[2].button("Cancel", key="sessions_cancel", disabled=record.finished, on_click=act, args=(api.cancel, record.id))
     gates = store().gates(record.id, with_payload=False)
     with columns[3].popover("Branch from a gate", disabled=not gates):
-        gate_id = st.selectbox("gate", [g.id for g in gates], key="branch_gate",
+        st.selectbox("gate", [g.id for g in gates], key="branch_gate",
                                format_func=lambda i: next(f"{g.id} · {g.stage} · {g.kind}" + (f" · {g.decision.action}" if g.decision else "") for g in gates if g.id == i))
-        st.button("Branch", key="sessions_branch", on_click=act, args=(api.branch, record.id, gate_id))
+        st.button("Branch", key="sessions_branch", on_click=branch, args=(record.id,))
     try:
         files = api.export_files(store(), record.id)
     except api.ApiError as error:

@@ -185,6 +185,27 @@ def optimize(
     raise typer.Exit(1 if outcome.best_is_reference else 0)
 
 
+@app.command()
+def ui(
+    port: int = typer.Option(None, "--port", envvar="EGG_PORT", help="The port (default 8501, or EGG_PORT)."),
+    db: Path | None = typer.Option(None, "--db", envvar="EGG_DB", help="The store (default: data/egg.sqlite in a checkout)."),
+    address: str = typer.Option("127.0.0.1", "--address", help="Where to listen: localhost only unless you say otherwise."),
+) -> None:
+    """Serve the web app (Streamlit) on 127.0.0.1: usage statistics off, a minimal toolbar."""
+    import os
+
+    from pipeline.sessions.app import app_file, streamlit_command
+
+    script = app_file()
+    if script is None:
+        fail("the web app's files (app.py, pages/) are not installed with this egg", "run it from a checkout: make app")
+    if db is not None:
+        os.environ["EGG_DB"] = str(db.resolve())
+    command = streamlit_command(script, port or 8501, address)
+    err.print(f"egg's web app on http://{address}:{port or 8501} (database {os.environ.get('EGG_DB') or 'data/egg.sqlite'})", highlight=False)
+    os.execv(command[0], command)
+
+
 def main() -> None:
     app()
 

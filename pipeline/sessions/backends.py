@@ -54,7 +54,7 @@ class BackendSpec:
                 raise BackendError(str(error)) from None
 
     def describe(self) -> str:
-        return {"llm": self.spec, "script": f"script {self.spec}", "expert": "expert backend (no model)",
+        return {"llm": self.spec, "script": f"script {Path(self.spec).name}", "expert": "expert backend (no model)",
                 "none": "none (a person writes the kernels)"}[self.kind]
 
     def to_json(self) -> dict[str, Any]:

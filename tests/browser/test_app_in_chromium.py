@@ -1,0 +1,120 @@
+"""The web app in Chromium, as a person uses it: a session on a tiny problem, every kind of gate on screen, approve
+and edit clicked for real, the verdict seen. Screenshots go to docs/screenshots (the README shows them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import SCREENSHOTS
+from tests.ui.scripted import write_script
+
+GATE_HEADER = "h2"
+
+
+def settled(page: Page) -> None:
+    """The script is not running (the live fragment reruns it twice a second, so this is a moment, not a state)."""
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
+
+
+def choose(page: Page, key: str, option: str) -> None:
+    """A selectbox's option, found by typing (its list is virtualized: long lists render only what is in view)."""
+    page.locator(f".st-key-{key}").click()
+    page.keyboard.type(option.rsplit(" / ", 1)[-1])
+    page.get_by_role("option", name=option).click()
+    settled(page)
+
+
+def radio(page: Page, key: str, label: str) -> None:
+    page.locator(f".st-key-{key}").get_by_text(label, exact=True).click()
+    settled(page)
+
+
+def number(page: Page, key: str, value: int) -> None:
+    field = page.locator(f".st-key-{key} input")
+    field.fill(str(value))
+    field.press("Enter")
+    settled(page)
+
+
+def gate(page: Page, title: str) -> None:
+    expect(page.locator(GATE_HEADER).filter(has_text=title).first).to_be_visible(timeout=120_000)
+    settled(page)
+
+
+def click(page: Page, key: str) -> None:
+    # A button with help text is drawn twice, one copy hidden (Streamlit 1.67): click the one a person sees.
+    page.locator(f".st-key-{key} button:visible").click()
+
+
+def shot(page: Page, name: str) -> Path:
+    """The whole page: Streamlit scrolls inside its main block, so the window is made as tall as the content."""
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], height + 40)})
+    settled(page)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    page.set_viewport_size(size)
+    return path
+
+
+def test_a_session_in_chromium_from_the_new_session_page_to_a_verdict(server, page, tmp_path):
+    script = write_script(tmp_path / "script.yaml")
+    page.goto(server.url)
+    settled(page)
+    expect(page.get_by_role("heading", name="New session")).to_be_visible()
+    choose(page, "problem_bundled", "tiny / level 1 / 23_Softmax")
+    radio(page, "backend_kind", "a script of hand-written replies (demos, controlled experiments)")
+    field = page.locator(".st-key-backend_script input")
+    field.fill(str(script))
+    field.press("Enter")
+    settled(page)
+    radio(page, "device", "cpu")
+    radio(page, "review", "every")
+    number(page, "budget_seeds", 1)
+    number(page, "budget_rounds", 1)
+    shot(page, "new_session")
+    click(page, "start_session")
+
+    gate(page, "Kernel gate · algorithm")
+    expect(page.get_by_text("rationale of variant 0")).to_be_visible()
+    shot(page, "gate_kernel")
+    click(page, "gate_approve")
+    gate(page, "Verdict gate · algorithm")
+    expect(page.get_by_text("passed every check").first).to_be_visible()
+    click(page, "gate_approve")
+    gate(page, "Kernel gate · algorithm")  # the transformation of the seed
+    click(page, "gate_approve")
+    gate(page, "Verdict gate · algorithm")
+    click(page, "gate_approve")
+    gate(page, "Stage end · algorithm")
+    shot(page, "gate_stage_end")
+    click(page, "gate_approve")
+
+    gate(page, "Plan gate · parallel_mapping")
+    expect(page.get_by_text("The bottleneck report")).to_be_visible()
+    shot(page, "gate_plan")
+    click(page, "gate_approve")
+
+    gate(page, "Kernel gate · parallel_mapping")
+    editor = page.locator("textarea").filter(has_text="class ModelNew").first
+    source = editor.input_value()
+    editor.fill(source.replace("# variant", "# edited in the browser, variant", 1))
+    editor.press("Control+Enter")
+    settled(page)
+    click(page, "gate_edit")
+    gate(page, "Verdict gate · parallel_mapping")
+    expect(page.get_by_text("passed every check").first).to_be_visible()
+    expect(page.get_by_text("median").first).to_be_visible()
+    shot(page, "gate_verdict")
+
+    from pipeline import api
+
+    store = api.open_store(server.db)
+    [session] = api.list_sessions(store)
+    edited = [d for d in store.decisions(session.id) if d.action == "edit"]
+    assert len(edited) == 1 and "# edited in the browser, variant" in edited[0].after
+    assert [c.author for c in store.candidates(session.id)][-1] == "person"
+    api.cancel(store, session.id)

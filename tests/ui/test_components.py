@@ -1,0 +1,148 @@
+"""Components are functions of typed values: rendered with AppTest.from_function, their pure parts called directly."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from components.candidates import roofline_figure, stage_gains, times_figure
+from components.diff import changed_lines, side_by_side, unified
+from components.gate import Allowed
+from components.plan import validate_plan
+from components.verdict import floor_share, speedup_evidence
+from pipeline.api import CandidateRow
+from pipeline.profiler.ceilings import nominal
+from pipeline.profiler.costs import ProblemCosts
+from pipeline.profiler.report import Classification, Evidence, KernelProfile, ProfileReport
+from pipeline.types import Candidate, Check, EvalResult, Problem, Status, Timing
+
+PROBLEM = Problem("/p/23_Softmax.py", "23_Softmax", 1, 23, "pfp")
+
+
+def timing(ms: float, spread: float = 0.01) -> Timing:
+    return Timing(ms, ms, spread, ms - spread, ms + spread, 100, "cuda_events")
+
+
+def verdict(status: Status = Status.OK) -> EvalResult:
+    checks = (Check("correctness", status is Status.OK, "10 calls match" if status is Status.OK else "trial_1: max abs error 0.5"),
+              Check("side_stream", True, "event time 1.0 ms"))
+    return EvalResult(status, "passed every check" if status is Status.OK else "correctness: trial_1: max abs error 0.5", PROBLEM,
+                      Candidate("/c.py", "cfp"), "cuda", checks=checks, timing=timing(1.0) if status is Status.OK else None,
+                      baselines={"eager": timing(2.0), "compile": timing(1.005)},
+                      speedups={"eager": 2.0, "compile": 1.005} if status is Status.OK else {}, physical_floor_ms=0.5)
+
+
+def show_verdict(result):
+    from components.verdict import render_verdict
+
+    render_verdict(result)
+
+
+def test_a_verdict_shows_its_interval_and_the_evidence_beside_every_speedup():
+    at = AppTest.from_function(show_verdict, args=(verdict(),), default_timeout=30).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"median": "1 ms", "vs eager": "2.000x", "vs compile": "1.005x", "of the physical floor": "50%"}
+    captions = " ".join(c.value for c in at.caption)
+    assert "95% CI [0.99, 1.01] ms" in captions
+    assert "2.000x vs eager: 2 ms [1.99, 2.01] / 1 ms [0.99, 1.01], 100 trials each, cuda_events" in captions
+    assert "1.005x vs compile" in captions and "the intervals overlap: within noise" in captions
+    assert list(at.dataframe[0].value["check"]) == ["correctness", "side_stream"]
+
+
+def test_a_failing_verdict_shows_the_failed_check_and_no_speedup():
+    at = AppTest.from_function(show_verdict, args=(verdict(Status.MISMATCH),), default_timeout=30).run()
+    assert any("max abs error 0.5" in e.value for e in at.error)
+    assert [m.label for m in at.metric] == ["median"]  # not timed: no speedup, no floor share
+    assert speedup_evidence(verdict(Status.MISMATCH)) == [] and floor_share(verdict()) == 0.5
+
+
+def test_a_diff_aligns_both_sides_and_counts_changes():
+    before, after = "a\nb\nc\n", "a\nB\nc\nd\n"
+    rows = side_by_side(before, after)
+    assert [(r.left_no, r.left, r.right_no, r.right, r.tag) for r in rows] == [
+        (1, "a", 1, "a", "equal"), (2, "b", 2, "B", "replace"), (3, "c", 3, "c", "equal"), (None, "", 4, "d", "insert")]
+    assert changed_lines(before, after) == (1, 2)
+    assert "-b\n+B\n" in unified(before, after)
+
+
+def show_diff(before, after):
+    from components.diff import render_diff
+
+    render_diff(before, after, before_name="parent kernel")
+
+
+def test_the_diff_component_has_a_unified_and_a_side_by_side_view():
+    at = AppTest.from_function(show_diff, args=("x = 1\n", "x = 2\n"), default_timeout=30).run()
+    assert [t.label for t in at.tabs] == ["Unified diff", "Side by side"]
+    assert "+x = 2" in at.code[0].value and "1 lines removed, 1 added" in at.caption[0].value
+
+
+def controls(kind, allowed):
+    import streamlit as st
+
+    from components.gate import decision_controls
+
+    def chosen(action):
+        st.session_state["chosen"] = (action, st.session_state.get("gate_feedback", ""))
+
+    decision_controls(kind, allowed, chosen)
+
+
+def test_the_decision_controls_report_the_action_and_the_feedback():
+    at = AppTest.from_function(controls, args=("kernel", Allowed.for_gate("kernel", has_proposal=True)), default_timeout=30).run()
+    assert [b.key for b in at.button] == ["gate_approve", "gate_edit", "gate_reject", "gate_skip", "gate_stop"]
+    at.text_area(key="gate_feedback").set_value("use fewer registers")
+    at.button(key="gate_reject").click().run()
+    assert at.session_state["chosen"] == ("reject", "use fewer registers")
+
+
+def test_nothing_proposed_disables_approve_and_a_verdict_takes_no_edit():
+    at = AppTest.from_function(controls, args=("kernel", Allowed.for_gate("kernel", has_proposal=False)), default_timeout=30).run()
+    assert at.button(key="gate_approve").disabled and not at.button(key="gate_edit").disabled
+    assert not Allowed.for_gate("verdict", has_proposal=True).edit and not Allowed.for_gate("stage_end", True).reject
+
+
+def test_a_plan_is_validated_against_the_diagnosis_type():
+    plan, error = validate_plan('{"bottlenecks": [{"name": "memory_bound", "evidence": [], "fixes": []}]}')
+    assert plan is None and error.startswith("not a valid Diagnosis: bottlenecks.0.evidence: List should have at least 1 item")
+    assert validate_plan("not json")[1].startswith("not a valid Diagnosis")
+    good, error = validate_plan('{"bottlenecks": [{"name": "m", "evidence": [{"metric": "a", "value": "1", "interpretation": "i"}], "fixes": [{"change": "c", "expected_gain_pct": 5}]}]}')
+    assert error == "" and good.bottlenecks[0].fixes[0].change == "c"
+
+
+def report() -> ProfileReport:
+    cls = Classification("memory_bound", 20.0, (Evidence("dram_throughput_pct", 85.0, "DRAM at 85% of its peak"),), "memory-bound")
+    kernel = KernelProfile("softmax_kernel", duration_ms=1.2, memory_throughput_pct=88.0, sm_throughput_pct=30.0, dram_throughput_pct=85.0,
+                           achieved_occupancy_pct=60.0, registers_per_thread=32, metrics={"dram__bytes_read.sum": 1e9}, classification=cls)
+    return ProfileReport("ncu", "/c.py", "sha", "/p.py", "pfp", (kernel,), cls, nominal(), ProblemCosts(10**9, 4 * 10**9, ("float32",)),
+                         1.2, 0.9)
+
+
+def show_profile(value, expert):
+    from components.profile import render_profile
+
+    render_profile(value, expert=expert)
+
+
+def test_the_report_has_a_novice_view_of_key_metrics_and_an_expert_view_of_all():
+    novice = AppTest.from_function(show_profile, args=(report(), False), default_timeout=30).run()
+    expert = AppTest.from_function(show_profile, args=(report(), True), default_timeout=30).run()
+    assert "**memory_bound**" in novice.markdown[0].value and "20% from the roofline" in novice.markdown[0].value
+    assert list(novice.dataframe[0].value["metric"]) == ["dram_throughput_pct"]  # the class's evidence
+    novice_rows, expert_rows = novice.dataframe[1].value, expert.dataframe[1].value
+    assert "memory speed of light %" in list(novice_rows["metric"]) and "dram__bytes_read.sum" not in novice_rows.to_string()
+    assert "dram__bytes_read.sum" in list(expert_rows["name"]) and len(expert_rows) > len(novice_rows)
+
+
+def row(cid: int, status: str | None, ms: float | None, stage: str = "algorithm") -> CandidateRow:
+    return CandidateRow(cid, stage, "seed", "agent", None, "", status, "", ms, None, None, {}, "t")
+
+
+def test_the_plots_are_built_from_the_candidates():
+    rows = [row(1, "ok", 2.0), row(2, "mismatch", None), row(3, "ok", 1.0, "tiling")]
+    assert [t.name for t in times_figure(rows).data] == ["ok", "mismatch"]
+    assert stage_gains(rows, 4.0, {"algorithm": 2.0, "parallel_mapping": 2.0, "tiling": 1.0, "memory": None}) == [
+        ("algorithm", 2.0), ("parallel_mapping", 2.0), ("tiling", 4.0)]
+    figure = roofline_figure(rows, nominal(), ProblemCosts(10**9, 4 * 10**9, ("float32",)), "fp32")
+    points = figure.data[1]
+    assert list(points.x) == [0.25, 0.25] and [round(y, 3) for y in points.y] == [0.5, 1.0]  # 1 GFLOP in 2 and 1 ms
+    assert roofline_figure(rows, nominal(), ProblemCosts(0, 10, ("float32",)), "fp32") is None  # no FLOPs: no roofline
