@@ -21,7 +21,7 @@ from pipeline.profiler.report import ProfileReport
 from pipeline.store.records import GateRecord, SessionRecord
 from pipeline.types import EvalResult, from_jsonable
 
-LIVE_EVERY_S = 0.5
+LIVE_EVERY_S = 0.3  # the fragment's poll: a new gate is on screen well within a second
 
 
 def init_page_state() -> None:
@@ -141,7 +141,7 @@ def live_changed(record_id: str, shown_gate: int | None, shown_status: str) -> b
 
 
 def live(record_id: str, shown_gate: int | None, shown_status: str) -> None:
-    """The fragment's body (re-run twice a second while the session runs): the timeline, and a rerun of the whole
+    """The fragment's body (re-run every 0.3 s while the session runs): the timeline, and a rerun of the whole
     page once the worker has written a new gate or status."""
     if live_changed(record_id, shown_gate, shown_status):
         st.rerun(scope="app")
