@@ -189,7 +189,8 @@ def main() -> None:
                       f"max {max(latencies):.2f} s ({', '.join(f'{v:.2f}' for v in latencies)})."]
     (args.out / "README.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    db.unlink()
+    for leftover in args.out.glob("bench.sqlite*"):
+        leftover.unlink()
 
 
 if __name__ == "__main__":
