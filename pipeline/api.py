@@ -433,7 +433,7 @@ def export_bundle(store: Store, session_id: str, note: str = "") -> dict[str, An
     }
     # The machine it ran on stays out of the bundle: paths become relative to the session's folder or the checkout.
     text = json.dumps(bundle)
-    for prefix, replacement in ((record.work_dir, "session"), (str(pipeline.ROOT), ".")):
+    for prefix, replacement in ((record.work_dir, "session"), (str(pipeline.ROOT), "."), (str(Path.home()), "~")):
         if prefix:
             text = text.replace(json.dumps(prefix)[1:-1], replacement)
     return json.loads(text)
