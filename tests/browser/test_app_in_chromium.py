@@ -118,3 +118,19 @@ def test_a_session_in_chromium_from_the_new_session_page_to_a_verdict(server, pa
     assert len(edited) == 1 and "# edited in the browser, variant" in edited[0].after
     assert [c.author for c in store.candidates(session.id)][-1] == "person"
     api.cancel(store, session.id)
+
+
+def test_an_uploaded_file_is_checked_by_the_problem_loader(server, page, tmp_path):
+    not_a_problem = tmp_path / "notes.py"
+    not_a_problem.write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
+    page.goto(server.url)
+    settled(page)
+    radio(page, "problem_kind", "upload a .py")
+    page.locator(".st-key-problem_upload input[type=file]").set_input_files(str(not_a_problem))
+    settled(page)
+    radio(page, "backend_kind", "nobody: plans by rules, you write every kernel")
+    click(page, "start_session")
+    expect(page.get_by_text("not a KernelBench problem, it does not define get_inputs, get_init_inputs")).to_be_visible()
+    from pipeline import api
+
+    assert api.list_sessions(api.open_store(server.db)) == []
