@@ -277,8 +277,6 @@ def decide(store: Store, session_id: str, gate_id: int, action: str, *, edit_tex
         raise ApiError(f"gate {gate_id} is closed: it was decided {gate.decision.action} by {gate.decision.who}")
     if record.finished:
         raise ApiError(f"session {session_id} is {record.status}")
-    if action == "reject" and not feedback.strip():
-        feedback = ""
     try:
         after = check_decision(gate, action, edit_text)
         return store.add_decision(gate.id, session_id, action, who, gate.payload.get("proposal"), after, feedback.strip())
@@ -288,14 +286,18 @@ def decide(store: Store, session_id: str, gate_id: int, action: str, *, edit_tex
         raise ApiError(str(error)) from None
 
 
-def branch(store: Store, session_id: str, gate_id: int, *, label: str = "") -> SessionRecord:
-    """A new session that shares everything up to `gate_id` (which is open again in it); not yet running."""
+def branch(store: Store, session_id: str, gate_id: int, *, label: str = "", review: str | None = None) -> SessionRecord:
+    """A new session that shares everything up to `gate_id` (which is open again in it); not yet running. Its review
+    mode is the source's, but `every` for a branch of an `auto` session (a branch is made to decide that gate)."""
     source = get_session(store, session_id)
     gate = get_gate(store, session_id, gate_id)
+    review = review or ("every" if source.review == "auto" else source.review)
+    if review not in REVIEW_MODES:
+        raise ApiError(f"review must be one of {', '.join(REVIEW_MODES)}, not {review!r}")
     new_id = uuid.uuid4().hex[:12]
     work_dir = store.path.parent / "sessions" / new_id
     store.create_session(new_id, problem_path=source.problem_path, problem_name=source.problem_name, problem_fp=source.problem_fp,
-                         problem_source=store.problem_source(session_id), backend=source.backend, review=source.review,
+                         problem_source=store.problem_source(session_id), backend=source.backend, review=review,
                          device=source.device, settings=source.settings, work_dir=str(work_dir), parent_id=session_id,
                          branch_gate_key=gate.key, label=label or f"branch of {session_id} at gate {gate_id}")
     store.copy_history(session_id, new_id, gate)
@@ -332,10 +334,6 @@ def export_files(store: Store, session_id: str) -> dict[str, bytes]:
     if missing:
         raise ApiError(f"session {session_id} is {record.status}: it has no {', '.join(missing)} yet (they are written when it ends)")
     return {name: (folder / name).read_bytes() for name in OUTPUT_FILES}
-
-
-def source_fingerprint(text: str) -> str:
-    return fingerprint_text(text)
 
 
 @dataclass(frozen=True)

@@ -227,12 +227,13 @@ def cancel_command(session_id: str = typer.Argument(...), db: Path | None = DbOp
 
 @session_app.command("branch")
 def branch_command(session_id: str = typer.Argument(...), gate_id: int = typer.Argument(..., help="The gate to branch from."),
+                   review: Review | None = typer.Option(None, help="Its review mode (default: the session's; every for an auto one)."),
                    detach: bool = typer.Option(False, "--detach", help="Start a worker for the branch."),
                    db: Path | None = DbOption, as_json: bool = JsonOption) -> None:
     """A new session that shares everything up to a gate, where it waits again for a decision."""
     store = _store(db)
     try:
-        record = api.branch(store, session_id, gate_id)
+        record = api.branch(store, session_id, gate_id, review=review.value if review else None)
     except api.ApiError as error:
         _fail(str(error))
     print(json.dumps({"id": record.id, "parent_id": session_id}) if as_json else record.id, flush=True)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -91,7 +90,3 @@ def _first_error(error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ())) or "the document"
     return f"{where}: {first['msg']}" + (f" ({len(error.errors()) - 1} more)" if len(error.errors()) > 1 else "")
-
-
-def as_json_text(value: Any) -> str:
-    return json.dumps(value, indent=1)
