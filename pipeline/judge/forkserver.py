@@ -3,10 +3,15 @@
 Every verdict comes from a process that no other candidate's code has run in, yet starting one costs a fork, not
 a Python start and a torch import. CUDA is never initialized here, so each child can initialize it for itself.
 
-Protocol (JSON lines): the parent writes `{"job_id", "spec_path", "log_path"}` on our stdin; we answer
-`{"event": "started", "job_id", "pid"}` and, once the child is gone, `{"event": "exited", "job_id", "pid",
-"returncode"}` (a negative return code is the signal that killed it). EOF on stdin ends the server and its children.
-Imports: torch, triton, numpy and the standard library only.
+Each child isolates itself (pipeline.judge.isolation: its own PID, mount and network namespaces, its own root
+file system, an unprivileged uid) before it reads a line of candidate or problem code. This server marks itself
+undumpable, so no process of the same user can read its /proc files.
+
+Protocol (JSON lines): the parent writes `{"job_id", "spec_path", "log_path", "isolation", "trusted_cache"}` on our
+stdin; we answer `{"event": "started", "job_id", "pid"}` and, once the child is gone, `{"event": "exited",
+"job_id", "pid", "returncode"}` (a negative return code is the signal that killed it). Our first line,
+`{"event": "ready", "pid", "pipeline", "python_paths"}`, names what a job of ours must be able to read. EOF on stdin
+ends the server and its children. Imports: torch, triton, numpy and the standard library only.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ def _send(message: dict) -> None:
 
 
 def _child(request: dict) -> None:
-    """In the forked child: own process group, output to the job's log, run the job, never return."""
+    """In the forked child: own process group, output to the job's log, isolation, the job; never returns."""
     code = 70
     try:
         os.setsid()
@@ -34,10 +39,16 @@ def _child(request: dict) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.closerange(3, 65536)  # nothing of the server's (its pipes to the judge) reaches the job
         os.chdir(os.path.dirname(request["spec_path"]))
-        from pipeline.judge.worker import run_job
+        from pipeline.judge import isolation, worker
 
-        code = run_job(request["spec_path"])
+        job = worker.Job(request["spec_path"])
+        plan = isolation.Plan.from_json(request["isolation"]) if request.get("isolation") else None
+        report = None
+        if plan is not None:
+            report = isolation.enter(plan, prepare=lambda: worker.prepare(job, request.get("trusted_cache"))).to_json()
+        code = worker.run_job(request["spec_path"], isolation=report, job=job)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -56,10 +67,13 @@ def serve() -> None:
 
     import pipeline
     import pipeline.judge.worker  # noqa: F401
+    from pipeline.judge import isolation
 
+    isolation.make_undumpable()
     children: dict[int, str] = {}
     pending = b""
-    _send({"event": "ready", "pid": os.getpid(), "pipeline": str(pipeline.ROOT)})
+    paths = isolation.python_paths(exclude=(str(pipeline.ROOT),))
+    _send({"event": "ready", "pid": os.getpid(), "pipeline": str(pipeline.ROOT), "python_paths": paths})
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
         if readable:
