@@ -72,17 +72,28 @@ def check(
     warmup_ms: float = typer.Option(DEFAULTS.warmup_ms, min=0.0, help="Calls back to back before the trials, so they start at the clocks of a loaded GPU."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
-    from pipeline.judge import evaluate
+    from pipeline.judge.sandbox import WorkerPool, gpu_device_files
     from pipeline.problems.loader import ProblemError, load_candidate, load_problem
-    from pipeline.report.verdict import render
-    from pipeline.types import to_jsonable
 
     try:
         problem, cand = load_problem(ref), load_candidate(candidate)
     except ProblemError as exc:
         fail(str(exc))
+    # The judge's worker server imports torch and triton for seconds: start it first, while this process imports
+    # torch too. `auto` guesses from the device files; a wrong guess restarts it for the right device.
+    guess = device.value if device is not Device.auto else ("cuda" if gpu_device_files() else "cpu")
+    pool = WorkerPool(guess)
+    pool.start_server()
+    resolved = resolve_device(device)
+    if resolved != guess:
+        pool.close()
+        pool = WorkerPool(resolved)
+    from pipeline.judge import Judge
+    from pipeline.report.verdict import render
+    from pipeline.types import to_jsonable
+
     options = EvalOptions(
-        device=resolve_device(device),
+        device=resolved,
         correctness_trials=trials,
         timing_trials=timing_trials,
         compile_timeout_s=compile_timeout,
@@ -94,7 +105,8 @@ def check(
     )
     if not as_json:
         err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")
-    result = evaluate(problem, cand, options)
+    with Judge(options, pool=pool) as judge:
+        result = judge.evaluate(problem, cand)
     if as_json:
         sys.stdout.write(json.dumps(to_jsonable(result), indent=2) + "\n")
     else:
@@ -180,6 +192,9 @@ def optimize(
 
 
 def main() -> None:
+    from pipeline.judge.isolation import make_undumpable
+
+    make_undumpable()  # this process may hold API keys: no other process of this user reads its /proc files
     app()
 
 

@@ -65,9 +65,14 @@ def serve() -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
+    import torch.utils.flop_counter  # noqa: F401  (the reference's costs)
+
     import pipeline
     import pipeline.judge.worker  # noqa: F401
     from pipeline.judge import isolation
+    from pipeline.judge.probes import warm_up
+
+    warm_up(torch.device("cpu"))  # torch's first dispatch mode costs a second; pay it once here, not in every job
 
     isolation.make_undumpable()
     children: dict[int, str] = {}

@@ -124,16 +124,20 @@ class Judge:
     """Evaluates candidates on one device, caching each problem's reference in memory and on disk. Use as a
     context manager.
 
-    cache_dir: where references are kept between processes (default `$EGG_CACHE/references`; None keeps none).
+    cache_dir: where references are kept between processes (default `$EGG_CACHE/references`; None keeps none; or a
+    ReferenceCache).
     keep_references: how many problems' reference outputs stay in memory (GPU memory on a GPU)."""
 
     def __init__(self, options: EvalOptions, pool: WorkerPool | None = None, auditor: Auditor = audit_source,
-                 cache_dir: str | Path | None = DEFAULT_CACHE, keep_references: int = 2) -> None:
+                 cache_dir: str | Path | ReferenceCache | None = DEFAULT_CACHE, keep_references: int = 2) -> None:
         self.options = options
         self.pool = pool or WorkerPool(options.device)
         self.pool.start_server()  # its seconds of imports overlap the caller's own
         self.auditor = auditor
-        self.cache = ReferenceCache(default_cache_root() / "references" if cache_dir == DEFAULT_CACHE else cache_dir)
+        if isinstance(cache_dir, ReferenceCache):
+            self.cache = cache_dir
+        else:
+            self.cache = ReferenceCache(default_cache_root() / "references" if cache_dir == DEFAULT_CACHE else cache_dir)
         self.keep_references = keep_references
         self._references: OrderedDict[str, Reference] = OrderedDict()
         self._environment: dict[str, str] | None = None
@@ -332,6 +336,7 @@ class Evaluation:
     def run(self) -> EvalResult:
         source = Path(self.candidate.path).read_text(encoding="utf-8")
         pending = self.judge._prepare_reference(self.problem)
+        self._lap("reference_lookup")
         job = None
         try:
             audit = None
@@ -341,6 +346,7 @@ class Evaluation:
                     pending.cancel()
                     return self._finish_early(audit, pending)
             job = self._start_candidate()
+            self._lap("start_job")
             reference = pending.finish()
             self._lap("reference")
             if audit is None:
@@ -351,7 +357,7 @@ class Evaluation:
                     return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
             verdict = Verdict(self.judge, self.problem, self.candidate, reference, audit.check)
             job.send({"type": "plan", **self._plan(reference, verdict)})
-            self._lap("candidate_prepared")
+            self._lap("send_plan")
             outcome = job.wait()
             job = None
             self._lap("candidate")
@@ -414,10 +420,10 @@ class Audit:
 
 def _worker_phases(phase_s: dict[str, float]) -> dict[str, float]:
     """The candidate worker's phases grouped as the judge reports them."""
-    grouped = {"candidate_start": phase_s.get("setup", 0.0), "waited_for_reference": phase_s.get("wait_plan", 0.0),
-               "import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
-               "calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
-               "timing": phase_s.get("timing", 0.0)}
+    grouped = {"worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_plan": phase_s.get("wait_plan", 0.0),
+               "worker_import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
+               "worker_calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
+               "worker_timing": phase_s.get("timing", 0.0)}
     return {k: round(v, 4) for k, v in grouped.items()}
 
 

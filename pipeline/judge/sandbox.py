@@ -55,6 +55,21 @@ def clean_environment(device: str) -> dict[str, str]:
     return env
 
 
+def gpu_device_files() -> bool:
+    """Whether this machine shows an NVIDIA GPU (without importing torch): its device files, and CUDA_VISIBLE_DEVICES
+    not hiding every GPU. A guess for starting the worker server early; torch has the last word."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
+    return any(name.startswith("nvidia") and name[6:].isdigit() for name in _listdir("/dev"))
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def default_cache_root() -> Path:
     """`$EGG_CACHE`, else `~/.cache/egg` (the profiler's and the tuning engine's caches live there too)."""
     return Path(os.environ.get("EGG_CACHE") or "~/.cache/egg").expanduser()

@@ -128,7 +128,10 @@ def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | 
         job.connect()
         hold_fp32_to_fp32()
         if job.spec["kind"] == "reference":
-            ReferenceRun(job, result).run()
+            try:
+                ReferenceRun(job, result).run()
+            except Exception as exc:  # the problem's own code failed: reported, never blamed on a candidate
+                raise JobFailure("infra_error", f"the reference raised {type(exc).__name__}: {exc}", traceback.format_exc())
         else:
             CandidateRun(job, result).run()
         job.phase("done")
