@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -47,18 +48,23 @@ class Entry:
 
 
 def environment_fingerprint(device: str) -> dict[str, str]:
-    """What the reference's numbers depend on, beyond the problem and the options."""
-    import numpy
-    import triton
-
+    """What the reference's numbers depend on, beyond the problem and the options (versions read from the installed
+    packages' metadata: importing triton here would cost a second of every check)."""
     env = {"python": platform.python_version(), "machine": platform.machine(), "torch": torch.__version__,
-           "triton": triton.__version__, "numpy": numpy.__version__, "device": device}
+           "triton": _version("triton"), "numpy": _version("numpy"), "device": device}
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update(gpu=props.name, capability=f"{props.major}.{props.minor}", memory=str(props.total_memory),
                    sms=str(props.multi_processor_count), cuda=str(torch.version.cuda), driver=_driver_version(),
                    visible=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     return env
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
 
 
 def _driver_version() -> str:

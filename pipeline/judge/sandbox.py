@@ -303,13 +303,18 @@ class WorkerPool:
             job.events.put({"event": "server_died"})
 
     def close(self) -> None:
+        """End every job still running, then the server (at once: its interpreter's teardown is seconds of
+        nothing), and remove the job folders."""
+        for job_id in list(self._pids):
+            self.kill(job_id)
         with self._lock:
             if self._server is not None and self._server.poll() is None:
                 self._server.stdin.close()
                 try:
-                    self._server.wait(timeout=5)
+                    self._server.wait(timeout=0.05)
                 except subprocess.TimeoutExpired:
                     os.killpg(self._server.pid, signal.SIGKILL)
+                    self._server.wait()
             self._server = None
             self._ready = False
         shutil.rmtree(self._root, ignore_errors=True)

@@ -57,7 +57,11 @@ class Job:
 
     def connect(self) -> None:
         """Open the judge's channel, if it offers one (a job run without a judge has none)."""
-        self.channel = channel.connect(self.dir)
+        try:
+            self.channel = channel.connect(self.dir)
+        except OSError as exc:
+            print(f"[egg worker] no channel to the judge: {exc}", flush=True)
+            self.channel = None
 
     def await_plan(self) -> None:
         """Wait for the judge's plan (input sets, poison, subsample) unless the spec already holds it."""

@@ -41,9 +41,10 @@ DRIVER = textwrap.dedent('''
     from pipeline.problems.loader import load_candidate, load_problem
     from pipeline.types import EvalOptions, to_jsonable
     args = json.loads(sys.argv[1])
-    options = EvalOptions(device="cpu", correctness_trials=1, repeat_calls=0, compile_timeout_s=60, run_timeout_s=60)
+    device = args.get("device", "cpu")
+    options = EvalOptions(device=device, correctness_trials=1, repeat_calls=0, compile_timeout_s=120, run_timeout_s=120, timing_trials=10)
     auditor = {} if args["audit"] else {"auditor": lambda source, reference_dtypes=frozenset(): ()}
-    with Judge(options, pool=WorkerPool("cpu", isolate=args["isolate"]), cache_dir=None, **auditor) as judge:
+    with Judge(options, pool=WorkerPool(device, isolate=args["isolate"]), cache_dir=None, **auditor) as judge:
         results = [to_jsonable(judge.evaluate(load_problem(args["problem"]), load_candidate(c))) for c in args["candidates"]]
     print(json.dumps(results))
 ''')
@@ -78,8 +79,9 @@ def _remove_markers(cands: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def judge_in_a_process(env, work, cands, *, audit: bool, isolate: bool) -> dict[str, dict]:
-    args = {"problem": str(SOFTMAX), "candidates": [str(cands / n) for n in LEAKS], "audit": audit, "isolate": isolate}
+def judge_in_a_process(env, work, cands, *, audit: bool, isolate: bool, device: str = "cpu", problem: Path = SOFTMAX) -> dict[str, dict]:
+    """Judge every escape fixture in a new process started as a person starts egg (the key in its environment)."""
+    args = {"problem": str(problem), "candidates": [str(cands / n) for n in LEAKS], "audit": audit, "isolate": isolate, "device": device}
     run = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(args)], env=env, cwd=work, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     return {Path(r["candidate"]["path"]).name: r for r in json.loads(run.stdout.strip().splitlines()[-1])}
