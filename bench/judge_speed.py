@@ -67,7 +67,9 @@ def example_pairs(size: str = "suite") -> list[tuple[Path, Path]]:
 
 
 def cli_available() -> bool:
-    probe = subprocess.run([sys.executable, "-c", "import typer, rich"], capture_output=True)
+    """Whether `egg check` itself can run here (the CLI needs typer and rich, which the GPU machine may lack)."""
+    probe = subprocess.run([sys.executable, "-c", "import typer, rich, pipeline.cli"], capture_output=True, cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)))
     return probe.returncode == 0
 
 

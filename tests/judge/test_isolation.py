@@ -42,7 +42,8 @@ DRIVER = textwrap.dedent('''
     from pipeline.types import EvalOptions, to_jsonable
     args = json.loads(sys.argv[1])
     device = args.get("device", "cpu")
-    options = EvalOptions(device=device, correctness_trials=1, repeat_calls=0, compile_timeout_s=120, run_timeout_s=120, timing_trials=10)
+    options = EvalOptions(device=device, correctness_trials=1, repeat_calls=0, compile_timeout_s=120, run_timeout_s=120, timing_trials=10,
+                          warmup_ms=100, baselines=("eager",))
     auditor = {} if args["audit"] else {"auditor": lambda source, reference_dtypes=frozenset(): ()}
     with Judge(options, pool=WorkerPool(device, isolate=args["isolate"]), cache_dir=None, **auditor) as judge:
         results = [to_jsonable(judge.evaluate(load_problem(args["problem"]), load_candidate(c))) for c in args["candidates"]]
