@@ -39,7 +39,7 @@ EXAMPLES = ROOT / "examples" / "candidates"
 CHECK_LIMITS = {"repeat_s": 12.0, "repeat_total_s": 105.0 / 2, "judge_s": 6.0, "timing_ratio": 0.02}
 
 DRIVER = """
-import json, sys
+import json, os, sys
 from pipeline.judge.sandbox import WorkerPool
 pool = WorkerPool(sys.argv[3])
 pool.start_server()  # as `egg check` does: the worker server's imports overlap this process's own
@@ -49,6 +49,8 @@ from pipeline.types import EvalOptions, to_jsonable
 with Judge(EvalOptions(device=sys.argv[3]), pool=pool) as judge:
     result = judge.evaluate(load_problem(sys.argv[2]), load_candidate(sys.argv[1]))
 sys.stdout.write(json.dumps(to_jsonable(result)) + "\\n")
+sys.stdout.flush()
+os._exit(0)  # as egg check does: the verdict is out, torch's and CUDA's teardown is skipped
 """
 
 
@@ -169,7 +171,7 @@ def long_lived_part(pairs, cache: Path, device: str, report: Report) -> None:
 
 def _phases(row: dict) -> str:
     phases = row.get("judge_phase_s") or {}
-    keep = ("reference_lookup", "start_job", "reference", "worker_setup", "worker_calls", "worker_timing", "outputs", "checks")
+    keep = ("worker_server", "reference_lookup", "reference", "worker_setup", "worker_calls", "worker_timing", "outputs", "checks")
     return " ".join(f"{k.replace('worker_', 'w.')}={phases[k]:.2f}" for k in keep if isinstance(phases.get(k), (int, float)))
 
 

@@ -21,7 +21,10 @@ import os
 import select
 import signal
 import sys
+import time
 import traceback
+
+WARM_UP_AFTER_IDLE_S = 0.3  # requests that come together (a reference and a candidate) are forked first
 
 
 def _send(message: dict) -> None:
@@ -72,15 +75,23 @@ def serve() -> None:
     from pipeline.judge import isolation
     from pipeline.judge.probes import warm_up
 
-    warm_up(torch.device("cpu"))  # torch's first dispatch mode costs a second; pay it once here, not in every job
-
     isolation.make_undumpable()
     children: dict[int, str] = {}
     pending = b""
     paths = isolation.python_paths(exclude=(str(pipeline.ROOT),))
     _send({"event": "ready", "pid": os.getpid(), "pipeline": str(pipeline.ROOT), "python_paths": paths})
+    warmed, idle_since = False, time.monotonic()
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
+        if readable:
+            idle_since = time.monotonic()
+        elif not warmed and time.monotonic() - idle_since > WARM_UP_AFTER_IDLE_S:
+            # torch's first dispatch mode imports torch._dynamo (a second): paid once here, while nothing waits, so
+            # later jobs start warm; jobs asked for before that (the first of a fresh `egg check`) pay it themselves,
+            # beside the reference's worker, instead of every job waiting for it here
+            warm_up(torch.device("cpu"))
+            warmed = True
+            continue
         if readable:
             chunk = os.read(0, 65536)
             if not chunk:

@@ -335,6 +335,8 @@ class Evaluation:
 
     def run(self) -> EvalResult:
         source = Path(self.candidate.path).read_text(encoding="utf-8")
+        self.judge.pool.wait_ready()  # a fresh process waits here for the worker server's imports
+        self._lap("worker_server")
         pending = self.judge._prepare_reference(self.problem)
         self._lap("reference_lookup")
         job = None

@@ -275,6 +275,10 @@ class WorkerPool:
                     start_new_session=True,
                 )
 
+    def wait_ready(self) -> None:
+        """Start the fork server if needed and wait until it serves jobs."""
+        self._ensure_server()
+
     def _ensure_server(self) -> subprocess.Popen:
         self.start_server()
         with self._lock:
