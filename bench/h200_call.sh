@@ -2,10 +2,11 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize judgespeed
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
 # CLOCKS_ARGS, VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g.
-# OPTIMIZE_ARGS='--only softmax'. Two instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE
+# OPTIMIZE_ARGS='--only softmax' (JUDGESPEED_ARGS='--parts repeat,judge' splits judgespeed over two calls). Two
+# instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE
 # (where the wheels are installed); OPTIMIZE_TAG names an optimize part's files apart (optimize$OPTIMIZE_TAG.tar.gz),
 # GPUTESTS_PATHS picks the gpu tests.
 set -u
@@ -54,6 +55,8 @@ for p in "$@"; do
       part profilecli "${PROFILECLI_S:-120}" bash -c 'python3 -m pipeline.cli profile examples/candidates/softmax_triton.py --ref data/problems/suite/level1/23_Softmax.py --mode ncu && python3 -m pipeline.cli profile examples/candidates/softmax_triton.py --ref data/problems/suite/level1/23_Softmax.py --mode ncu --json > "$0/profile_softmax.json"' "$OUT/profilecli" ;;
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
+    judgespeed)  # issue 13: first and repeat `egg check` of the five examples in fresh processes, one long-lived Judge
+      part judgespeed "${JUDGESPEED_S:-570}" python3 bench/judge_speed.py --out "$OUT/judgespeed" ${JUDGESPEED_ARGS:-} ;;
     optimize)
       part "optimize${OPTIMIZE_TAG:-}" "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize${OPTIMIZE_TAG:-}" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ${OPTIMIZE_ARGS:-} ;;
     *) echo "unknown part $p" ;;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -78,17 +79,28 @@ def check(
     warmup_ms: float = typer.Option(DEFAULTS.warmup_ms, min=0.0, help="Calls back to back before the trials, so they start at the clocks of a loaded GPU."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
-    from pipeline.judge import evaluate
+    from pipeline.judge.sandbox import WorkerPool, gpu_device_files
     from pipeline.problems.loader import ProblemError, load_candidate, load_problem
-    from pipeline.report.verdict import render
-    from pipeline.types import to_jsonable
 
     try:
         problem, cand = load_problem(ref), load_candidate(candidate)
     except ProblemError as exc:
         fail(str(exc))
+    # The judge's worker server imports torch and triton for seconds: start it first, while this process imports
+    # torch too. `auto` guesses from the device files; a wrong guess restarts it for the right device.
+    guess = device.value if device is not Device.auto else ("cuda" if gpu_device_files() else "cpu")
+    pool = WorkerPool(guess)
+    pool.start_server()
+    resolved = resolve_device(device)
+    if resolved != guess:
+        pool.close()
+        pool = WorkerPool(resolved)
+    from pipeline.judge import Judge
+    from pipeline.report.verdict import render
+    from pipeline.types import to_jsonable
+
     options = EvalOptions(
-        device=resolve_device(device),
+        device=resolved,
         correctness_trials=trials,
         timing_trials=timing_trials,
         compile_timeout_s=compile_timeout,
@@ -100,12 +112,18 @@ def check(
     )
     if not as_json:
         err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")
-    result = evaluate(problem, cand, options)
+    with Judge(options, pool=pool) as judge:
+        result = judge.evaluate(problem, cand)
     if as_json:
         sys.stdout.write(json.dumps(to_jsonable(result), indent=2) + "\n")
     else:
         render(result, Console())
-    raise typer.Exit(0 if result.ok else 1)
+    code = 0 if result.ok else 1
+    if _ENTRY_PROCESS:  # the verdict is out and every worker gone: skip torch's and CUDA's teardown (about a second)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -206,7 +224,15 @@ def ui(
     os.execv(command[0], command)
 
 
+_ENTRY_PROCESS = False  # True when this process is the `egg` command itself (not a test calling the app)
+
+
 def main() -> None:
+    global _ENTRY_PROCESS
+    from pipeline.judge.isolation import make_undumpable
+
+    make_undumpable()  # this process may hold API keys: no other process of this user reads its /proc files
+    _ENTRY_PROCESS = True
     app()
 
 

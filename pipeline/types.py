@@ -153,7 +153,11 @@ class EvalResult:
     log_tail: str = ""
     duration_s: float = 0.0  # wall time of the whole evaluation, reference run included when not cached
     phase_s: dict[str, float] = field(default_factory=dict)  # the candidate worker's time per phase
-    environment: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)  # versions, GPU, precision switches, `isolation`
+    judge_phase_s: dict[str, float] = field(default_factory=dict)  # the judge's seconds per phase (worker_server,
+    # reference_lookup, audit, start_job, reference, send_plan, candidate, outputs, checks, total) and the worker's (worker_setup,
+    # worker_waited_for_plan, worker_import_construct, worker_calls, worker_timing)
+    reference_source: str = ""  # where the reference came from: memory, disk, disk+outputs_recomputed, computed
 
     @property
     def ok(self) -> bool:

@@ -67,6 +67,33 @@ _BANNED_MODULES = {
     "torch.utils.cpp_extension": "compiles native code whose launches the judge cannot see",
 }
 
+# Every way to read, write, list or probe a file (and every module built for it): a kernel needs none of them,
+# and a candidate that reads a config file or a .env finds keys. Run-time isolation is the real wall
+# (pipeline.judge.isolation); this is the fast first line, and it names what the candidate tried.
+_FILE_APIS = (
+    "builtins.open", "io", "_io", "pathlib", "shutil", "glob", "tempfile", "mmap", "fileinput", "zipfile", "tarfile",
+    "gzip", "bz2", "lzma", "shelve", "dbm", "sqlite3", "linecache", "filecmp", "codecs.open", "tokenize.open",
+    "importlib.resources", "pkgutil.get_data", "posix", "nt",
+    *(f"os.{name}" for name in (
+        "open", "fdopen", "read", "pread", "readv", "write", "pwrite", "writev", "sendfile", "copy_file_range",
+        "splice", "listdir", "scandir", "walk", "fwalk", "readlink", "stat", "lstat", "access", "statvfs", "remove",
+        "unlink", "rename", "renames", "replace", "mkdir", "makedirs", "rmdir", "removedirs", "symlink", "link", "chmod",
+        "chown", "lchown", "truncate", "ftruncate", "mkfifo", "mknod", "memfd_create", "chdir", "fchdir", "chroot",
+        "utime", "getxattr", "listxattr", "setxattr", "removexattr", "posix_fallocate", "dup", "dup2", "pipe",
+        "get_terminal_size")),
+    *(f"os.path.{name}" for name in (
+        "exists", "lexists", "isfile", "isdir", "islink", "ismount", "getsize", "getmtime", "getatime", "getctime",
+        "samefile", "realpath")),
+    "numpy.load", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.fromfile", "numpy.loadtxt",
+    "numpy.savetxt", "numpy.genfromtxt", "numpy.memmap", "numpy.lib.format", "numpy.lib.npyio", "numpy.DataSource",
+    "torch.load", "torch.save", "torch.from_file", "torch.hub", "torch.classes.load_library", "torch.ops.load_library",
+    "torch.serialization", "triton.runtime.cache",
+)
+_NETWORK_APIS = ("urllib", "http", "ftplib", "smtplib", "xmlrpc", "requests", "httpx", "aiohttp")
+# Methods that read or write files whatever object they are called on (a Path, an array, a storage).
+_FILE_METHODS = frozenset({"tofile", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "rglob", "touch",
+                           "unlink", "from_file", "open"})
+
 # (rule, why, path prefixes): any use of these paths is a finding.
 _USE_RULES = (
     ("delegation", "asks torch to generate the code instead of writing kernels",
@@ -84,9 +111,8 @@ _USE_RULES = (
     ("dynamic_code", "runs code built or loaded at run time",
      ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.breakpoint", "types.FunctionType",
       "types.CodeType", "importlib.util", "importlib.machinery", "importlib.reload", "runpy")),
-    ("dynamic_code", "touches files, which a kernel has no reason to do",
-     ("builtins.open", "io.open", "os.open", "torch.load", "torch.save", "numpy.load", "numpy.save",
-      "numpy.fromfile")),
+    ("dynamic_code", "touches files, which a kernel has no reason to do", _FILE_APIS),
+    ("dynamic_code", "reaches other machines or local servers", _NETWORK_APIS),
     ("dynamic_code", "starts, signals or ends processes",
      ("os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os._exit")),
     ("dynamic_code", "reaches into the judge's frames or tracing hooks",
@@ -399,6 +425,8 @@ def _use_rules(path: str, fp32_reference: bool) -> Iterator[tuple[str, str]]:
     parts = path.split(".")
     if parts[-1] in ("TorchDispatchMode", "TorchFunctionMode"):
         yield "tensor_subclass", "changes what tensor operations do"
+    if parts[-1] in ("from_file", "tofile", "load_library"):  # torch.UntypedStorage.from_file, numpy.ndarray.tofile
+        yield "dynamic_code", "touches files, which a kernel has no reason to do"
     if parts[0] == "os" and len(parts) == 2 and parts[1].startswith(("exec", "spawn", "posix_spawn")):
         yield "dynamic_code", "starts processes"
     if any(part in _REFERENCE_NAMES for part in parts):
@@ -624,6 +652,8 @@ class _Auditor(ast.NodeVisitor):
         self._check_import_call(node, func)
         self._check_patch_call(node, func, method)
         self._check_precision_call(node, func, method)
+        if method in _FILE_METHODS and func is None:
+            self.add("dynamic_code", f"calls .{method}(): it touches files, which a kernel has no reason to do", node)
         if method == "as_subclass" or (func == "builtins.type" and self._makes_tensor_class(node)):
             self.add("tensor_subclass", f"calls {_short(node.func)}: it makes a tensor subclass", node)
         if func == "contextlib.suppress" and any(self._broad_catch(a) for a in node.args):

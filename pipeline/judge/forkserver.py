@@ -3,10 +3,15 @@
 Every verdict comes from a process that no other candidate's code has run in, yet starting one costs a fork, not
 a Python start and a torch import. CUDA is never initialized here, so each child can initialize it for itself.
 
-Protocol (JSON lines): the parent writes `{"job_id", "spec_path", "log_path"}` on our stdin; we answer
-`{"event": "started", "job_id", "pid"}` and, once the child is gone, `{"event": "exited", "job_id", "pid",
-"returncode"}` (a negative return code is the signal that killed it). EOF on stdin ends the server and its children.
-Imports: torch, triton, numpy and the standard library only.
+Each child isolates itself (pipeline.judge.isolation: its own PID, mount and network namespaces, its own root
+file system, an unprivileged uid) before it reads a line of candidate or problem code. This server marks itself
+undumpable, so no process of the same user can read its /proc files.
+
+Protocol (JSON lines): the parent writes `{"job_id", "spec_path", "log_path", "isolation", "trusted_cache"}` on our
+stdin; we answer `{"event": "started", "job_id", "pid"}` and, once the child is gone, `{"event": "exited",
+"job_id", "pid", "returncode"}` (a negative return code is the signal that killed it). Our first line,
+`{"event": "ready", "pid", "pipeline", "python_paths"}`, names what a job of ours must be able to read. EOF on stdin
+ends the server and its children. Imports: torch, triton, numpy and the standard library only.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import os
 import select
 import signal
 import sys
+import time
 import traceback
+
+WARM_UP_AFTER_IDLE_S = 0.3  # requests that come together (a reference and a candidate) are forked first
 
 
 def _send(message: dict) -> None:
@@ -24,7 +32,7 @@ def _send(message: dict) -> None:
 
 
 def _child(request: dict) -> None:
-    """In the forked child: own process group, output to the job's log, run the job, never return."""
+    """In the forked child: own process group, output to the job's log, isolation, the job; never returns."""
     code = 70
     try:
         os.setsid()
@@ -34,10 +42,16 @@ def _child(request: dict) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.closerange(3, 65536)  # nothing of the server's (its pipes to the judge) reaches the job
         os.chdir(os.path.dirname(request["spec_path"]))
-        from pipeline.judge.worker import run_job
+        from pipeline.judge import isolation, worker
 
-        code = run_job(request["spec_path"])
+        job = worker.Job(request["spec_path"])
+        plan = isolation.Plan.from_json(request["isolation"]) if request.get("isolation") else None
+        report = None
+        if plan is not None:
+            report = isolation.enter(plan, prepare=lambda: worker.prepare(job, request.get("trusted_cache"))).to_json()
+        code = worker.run_job(request["spec_path"], isolation=report, job=job)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -54,14 +68,30 @@ def serve() -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
+    import torch.utils.flop_counter  # noqa: F401  (the reference's costs)
+
     import pipeline
     import pipeline.judge.worker  # noqa: F401
+    from pipeline.judge import isolation
+    from pipeline.judge.probes import warm_up
 
+    isolation.make_undumpable()
     children: dict[int, str] = {}
     pending = b""
-    _send({"event": "ready", "pid": os.getpid(), "pipeline": str(pipeline.ROOT)})
+    paths = isolation.python_paths(exclude=(str(pipeline.ROOT),))
+    _send({"event": "ready", "pid": os.getpid(), "pipeline": str(pipeline.ROOT), "python_paths": paths})
+    warmed, idle_since = False, time.monotonic()
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
+        if readable:
+            idle_since = time.monotonic()
+        elif not warmed and time.monotonic() - idle_since > WARM_UP_AFTER_IDLE_S:
+            # torch's first dispatch mode imports torch._dynamo (a second): paid once here, while nothing waits, so
+            # later jobs start warm; jobs asked for before that (the first of a fresh `egg check`) pay it themselves,
+            # beside the reference's worker, instead of every job waiting for it here
+            warm_up(torch.device("cpu"))
+            warmed = True
+            continue
         if readable:
             chunk = os.read(0, 65536)
             if not chunk:

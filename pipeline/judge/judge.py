@@ -2,6 +2,11 @@
 
 The reference runs in one fresh worker, the candidate in another; the candidate never sees the reference outputs,
 and every comparison and verdict is made here, in a process no candidate code has run in.
+
+What does not change between candidates is done once: a problem's reference (its outputs for the seeds the checks
+use, its eager and torch.compile baselines, its physical floor) is kept in memory for the Judge's life and on disk
+(pipeline.judge.refcache) for any later process. The candidate's worker starts while the reference is being
+prepared, and waits for its plan; on a GPU, outputs stay on the device from the workers' calls to the comparisons.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ import dataclasses
 import random
 import shutil
 import signal
+import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -19,13 +26,15 @@ import torch
 
 from pipeline.judge import compare
 from pipeline.judge.audit import audit_source
-from pipeline.judge.sandbox import InfraError, JobOutcome, WorkerPool
+from pipeline.judge.refcache import ReferenceCache, cache_key, environment_fingerprint
+from pipeline.judge.sandbox import InfraError, Job, JobOutcome, WorkerPool, default_cache_root
 from pipeline.judge.tensorfile import load_outputs
 from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, Flag, Problem, Status, Timing, TrialResult
 
 # Reads a candidate's source and returns the cheat patterns in it (pipeline.judge.audit.audit_source).
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
+DEFAULT_CACHE = "default"  # Judge(cache_dir=...): the reference cache under $EGG_CACHE (None: no disk cache)
 
 # Timing is flagged as gamed when the host-side time to a full-device sync exceeds the event time by this much.
 # The slack covers the host's own overhead and the tail of the queued L2 flush (256 MB at ~4 TB/s is ~0.07 ms).
@@ -38,7 +47,8 @@ PEAK_FLOPS = {"H200": {"float32": 495e12, "half": 989e12}, "H100": {"float32": 4
 
 @dataclass
 class Reference:
-    """What the reference worker produced for one problem: outputs, structure, costs and baseline timings."""
+    """What the reference worker produced for one problem: outputs, structure, costs and baseline timings.
+    `source` says where it came from this time: memory, disk, disk+outputs_recomputed, or computed."""
 
     result: dict[str, Any]
     outputs: dict[str, list[torch.Tensor]]
@@ -46,10 +56,26 @@ class Reference:
     timed_sets: list[dict[str, Any]]
     degeneracy: compare.Degeneracy
     notes: list[str] = field(default_factory=list)
+    source: str = "computed"
 
     @property
     def dtypes(self) -> frozenset[str]:
-        return frozenset(t["dtype"] for s in self.result["structure"].values() for t in s["tensors"])
+        return _dtypes(self.result)
+
+    def facts(self) -> dict[str, Any]:
+        """Everything but the outputs, as JSON data (what the disk cache keeps)."""
+        return {"result": self.result, "input_sets": self.input_sets, "timed_sets": self.timed_sets,
+                "degeneracy": {"degenerate": self.degeneracy.degenerate, "reason": self.degeneracy.reason}, "notes": self.notes}
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any], outputs: dict[str, list[torch.Tensor]], source: str) -> Reference:
+        d = facts["degeneracy"]
+        return cls(facts["result"], outputs, facts["input_sets"], facts["timed_sets"], compare.Degeneracy(d["degenerate"], d["reason"]),
+                   list(facts["notes"]), source)
+
+
+def _dtypes(result: dict[str, Any]) -> frozenset[str]:
+    return frozenset(t["dtype"] for s in result["structure"].values() for t in s["tensors"])
 
 
 class ReferenceError(Exception):
@@ -65,14 +91,57 @@ def _seeds(seed: int, count: int, salt: str) -> list[int]:
     return [rng.randrange(1, 2**31 - 1) for _ in range(count)]
 
 
-class Judge:
-    """Evaluates candidates on one device, caching each problem's reference run. Use as a context manager."""
+class PendingReference:
+    """A reference on its way: ready (memory, or disk with its outputs), or a worker still running. `facts` is known
+    at once unless the reference has never been run with these options here."""
 
-    def __init__(self, options: EvalOptions, pool: WorkerPool | None = None, auditor: Auditor = audit_source) -> None:
+    def __init__(self, judge: Judge, problem: Problem, key: str, *, ready: Reference | None = None,
+                 facts: dict[str, Any] | None = None, job: Job | None = None, input_sets=None, timed_sets=None) -> None:
+        self.judge, self.problem, self.key = judge, problem, key
+        self.ready, self.facts, self.job = ready, facts, job
+        self.input_sets, self.timed_sets = input_sets, timed_sets
+
+    @property
+    def dtypes(self) -> frozenset[str] | None:
+        if self.ready is not None:
+            return self.ready.dtypes
+        return _dtypes(self.facts["result"]) if self.facts is not None else None
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.kill()
+            self.job.wait().close_regions()
+            self.job = None
+
+    def finish(self) -> Reference:
+        """The reference, once its worker (if any) is done. Raises ReferenceError if the problem does not run."""
+        if self.ready is None:
+            self.ready = self.judge._finish_reference(self)
+        return self.ready
+
+
+class Judge:
+    """Evaluates candidates on one device, caching each problem's reference in memory and on disk. Use as a
+    context manager.
+
+    cache_dir: where references are kept between processes (default `$EGG_CACHE/references`; None keeps none; or a
+    ReferenceCache).
+    keep_references: how many problems' reference outputs stay in memory (GPU memory on a GPU)."""
+
+    def __init__(self, options: EvalOptions, pool: WorkerPool | None = None, auditor: Auditor = audit_source,
+                 cache_dir: str | Path | ReferenceCache | None = DEFAULT_CACHE, keep_references: int = 2) -> None:
         self.options = options
         self.pool = pool or WorkerPool(options.device)
+        self.pool.start_server()  # its seconds of imports overlap the caller's own
         self.auditor = auditor
-        self._references: dict[str, Reference] = {}
+        if isinstance(cache_dir, ReferenceCache):
+            self.cache = cache_dir
+        else:
+            self.cache = ReferenceCache(default_cache_root() / "references" if cache_dir == DEFAULT_CACHE else cache_dir)
+        self.keep_references = keep_references
+        self._references: OrderedDict[str, Reference] = OrderedDict()
+        self._environment: dict[str, str] | None = None
+        self._warned: set[str] = set()
 
     def __enter__(self) -> Judge:
         return self
@@ -81,6 +150,7 @@ class Judge:
         self.close()
 
     def close(self) -> None:
+        self._references.clear()
         self.pool.close()
 
     @property
@@ -95,10 +165,31 @@ class Judge:
     # reference -----------------------------------------------------------------------------------------------------
 
     def reference(self, problem: Problem) -> Reference:
-        """Run (once per problem) the reference on every input set and time the baselines."""
-        if problem.fingerprint not in self._references:
-            self._references[problem.fingerprint] = self._run_reference(problem)
-        return self._references[problem.fingerprint]
+        """The problem's reference: from memory, the disk cache, or a reference worker (once per problem)."""
+        return self._prepare_reference(problem).finish()
+
+    def _key(self, problem: Problem) -> str:
+        if self._environment is None:
+            self._environment = environment_fingerprint(self.compare_device if self.options.device == "cuda" else "cpu")
+        return cache_key(problem.fingerprint, self.options, self._environment)
+
+    def _prepare_reference(self, problem: Problem, *, use_disk: bool = True) -> PendingReference:
+        kept = self._references.get(problem.fingerprint)
+        if kept is not None:
+            self._references.move_to_end(problem.fingerprint)
+            return PendingReference(self, problem, "", ready=dataclasses.replace(kept, source="memory"))
+        key = self._key(problem)
+        entry = self.cache.load(key) if use_disk else None
+        if entry is not None and entry.outputs is not None:
+            outputs = {n: [t.to(self.compare_device) for t in ts] for n, ts in entry.outputs.items()}
+            return PendingReference(self, problem, key, ready=self._keep(problem, Reference.from_facts(entry.facts, outputs, "disk")))
+        if entry is not None:  # the facts are cached, the outputs were too large: recompute only them
+            facts = entry.facts
+            job = self._start_reference(problem, facts["input_sets"], facts["timed_sets"], mode="outputs")
+            return PendingReference(self, problem, key, facts=facts, job=job)
+        input_sets, timed_sets = self._input_sets()
+        job = self._start_reference(problem, input_sets, timed_sets, mode="full")
+        return PendingReference(self, problem, key, job=job, input_sets=input_sets, timed_sets=timed_sets)
 
     def _input_sets(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         opts = self.options
@@ -110,27 +201,70 @@ class Judge:
         timed = [{"name": f"timed_{k}", "seed": s} for k, s in enumerate(_seeds(opts.seed, timed_count, "timed"))]
         return sets, timed
 
-    def _run_reference(self, problem: Problem) -> Reference:
-        input_sets, timed_sets = self._input_sets()
+    def _start_reference(self, problem: Problem, input_sets, timed_sets, *, mode: str) -> Job:
         spec = {
             "kind": "reference",
+            "mode": mode,
             "problem_path": problem.path,
             "options": _worker_options(self.options),
             "input_sets": input_sets,
             "timed_sets": timed_sets,
         }
-        workdir = self.pool.new_workdir("reference")
-        outcome = self.pool.run(spec, workdir, compile_timeout_s=REFERENCE_TIMEOUT_S, run_timeout_s=REFERENCE_TIMEOUT_S)
-        if outcome.result is None or "failure" in outcome.result:
-            why = outcome.result["failure"]["message"] if outcome.result else _exit_story(outcome)
-            raise ReferenceError(f"the reference problem failed to run: {why}", outcome.log_tail)
-        outputs = load_outputs(workdir)
-        shutil.rmtree(workdir, ignore_errors=True)  # candidates must not find the reference outputs on disk
-        reference = Reference(outcome.result, outputs, input_sets, timed_sets, compare.Degeneracy(False))
+        return self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
+                               run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,), cache_key=f"reference-{problem.fingerprint[:16]}")
+
+    def _finish_reference(self, pending: PendingReference) -> Reference:
+        outcome = pending.job.wait()
+        pending.job = None
+        try:
+            if outcome.result is None or "failure" in outcome.result:
+                why = outcome.result["failure"]["message"] if outcome.result else _exit_story(outcome)
+                raise ReferenceError(f"the reference problem failed to run: {why}", outcome.log_tail)
+            outputs = self._collect(outcome)
+        finally:
+            outcome.close_regions()
+            shutil.rmtree(outcome.workdir, ignore_errors=True)  # candidates must not find the reference outputs on disk
+        if pending.facts is not None:
+            return self._recomputed(pending, outcome.result, outputs)
+        reference = Reference(outcome.result, outputs, pending.input_sets, pending.timed_sets, compare.Degeneracy(False))
         self._drop_unusable_signed_trial(reference)
-        trial_outputs = [outputs[s["name"]] for s in input_sets if not s.get("signed")]
+        trial_outputs = [outputs[s["name"]] for s in reference.input_sets if not s.get("signed")]
         reference.degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
+        self.cache.store(pending.key, reference.facts(), reference.outputs)
+        return self._keep(pending.problem, reference)
+
+    def _recomputed(self, pending: PendingReference, result: dict[str, Any], outputs) -> Reference:
+        """The cached facts with freshly computed outputs, if the run saw the same inputs and gave the same structure."""
+        facts = pending.facts
+        cached = facts["result"]
+        if result["checksums"] != cached["checksums"] or result["structure"] != cached["structure"]:
+            self.cache.remove(pending.key)  # the problem's inputs are not reproducible: compute everything again
+            return self._prepare_reference(pending.problem, use_disk=False).finish()
+        return self._keep(pending.problem, Reference.from_facts(facts, outputs, "disk+outputs_recomputed"))
+
+    def _keep(self, problem: Problem, reference: Reference) -> Reference:
+        self._references[problem.fingerprint] = reference
+        self._references.move_to_end(problem.fingerprint)
+        while len(self._references) > max(self.keep_references, 1):
+            self._references.popitem(last=False)
         return reference
+
+    def _collect(self, outcome: JobOutcome) -> dict[str, list[torch.Tensor]]:
+        """A finished job's outputs: device regions it handed over, and files it wrote."""
+        regions = {}
+        if outcome.regions:
+            from pipeline.judge import devicemem
+
+            try:
+                for region, (fd, size) in list(outcome.regions.items()):
+                    del outcome.regions[region]
+                    regions[region] = devicemem.open_region(fd, size)
+            except devicemem.DeviceMemoryError as exc:
+                raise InfraError(f"outputs handed over on the GPU could not be mapped here: {exc}") from exc
+        outputs = load_outputs(outcome.workdir, regions)
+        if self.compare_device == "cuda":
+            outputs = {n: [t.to("cuda") for t in ts] for n, ts in outputs.items()}
+        return outputs
 
     @staticmethod
     def _drop_unusable_signed_trial(reference: Reference) -> None:
@@ -146,18 +280,25 @@ class Judge:
         start = time.monotonic()
         base = EvalResult(Status.INFRA_ERROR, "", problem, candidate, self.options.device)
         try:
-            reference = self.reference(problem)
-            verdict = Verdict(self, problem, candidate, reference).run()
+            verdict = Evaluation(self, problem, candidate).run()
         except ReferenceError as exc:
             verdict = dataclasses.replace(base, reason=str(exc), log_tail=exc.log_tail)
         except InfraError as exc:
             verdict = dataclasses.replace(base, reason=f"sandbox failure: {exc}")
-        return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3))
+        phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
+        return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
+
+    def warn(self, message: str) -> None:
+        """A one-line warning on stderr, once per Judge."""
+        if message not in self._warned:
+            self._warned.add(message)
+            print(f"egg: warning: {message}", file=sys.stderr)
 
 
-def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions | None = None) -> EvalResult:
-    """Judge one candidate against one problem (a fresh worker pool for this call alone)."""
-    with Judge(options or EvalOptions()) as judge:
+def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions | None = None, **judge_options) -> EvalResult:
+    """Judge one candidate against one problem (a fresh worker pool for this call alone; the disk cache of
+    references is used unless `cache_dir=None`)."""
+    with Judge(options or EvalOptions(), **judge_options) as judge:
         return judge.evaluate(problem, candidate)
 
 
@@ -178,15 +319,126 @@ def _exit_story(outcome: JobOutcome) -> str:
     return f"the process exited with code {outcome.returncode} during phase {phase}"
 
 
-class Verdict:
-    """Builds one candidate's EvalResult: static audit, the sandboxed run, then every check in order."""
+class Evaluation:
+    """One candidate through the judge: the audit, its worker started while the reference is prepared, its plan
+    sent once the reference is ready, then the verdict."""
 
-    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate, reference: Reference) -> None:
+    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate) -> None:
+        self.judge, self.problem, self.candidate = judge, problem, candidate
+        self.phases: dict[str, float] = {}
+        self._clock = time.monotonic()
+
+    def _lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(self.phases.get(name, 0.0) + now - self._clock, 4)
+        self._clock = now
+
+    def run(self) -> EvalResult:
+        source = Path(self.candidate.path).read_text(encoding="utf-8")
+        self.judge.pool.wait_ready()  # a fresh process waits here for the worker server's imports
+        self._lap("worker_server")
+        pending = self.judge._prepare_reference(self.problem)
+        self._lap("reference_lookup")
+        job = None
+        try:
+            audit = None
+            if pending.dtypes is not None:  # known without running anything: audit before starting a worker
+                audit = self._audit(source, pending.dtypes)
+                if audit.early is not None:
+                    pending.cancel()
+                    return self._finish_early(audit, pending)
+            job = self._start_candidate()
+            self._lap("start_job")
+            reference = pending.finish()
+            self._lap("reference")
+            if audit is None:
+                audit = self._audit(source, reference.dtypes)
+                if audit.early is not None:
+                    job.kill()
+                    job.wait().close_regions()
+                    return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
+            verdict = Verdict(self.judge, self.problem, self.candidate, reference, audit.check)
+            job.send({"type": "plan", **self._plan(reference, verdict)})
+            self._lap("send_plan")
+            outcome = job.wait()
+            job = None
+            self._lap("candidate")
+            result = verdict.judge_outcome(outcome, self._lap)
+        except BaseException:
+            pending.cancel()
+            if job is not None:
+                job.kill()
+                job.wait().close_regions()
+            raise
+        self.phases.update(_worker_phases(result.phase_s))
+        return dataclasses.replace(result, judge_phase_s=self.phases, reference_source=reference.source)
+
+    def _finish_early(self, audit: Audit, pending: PendingReference) -> EvalResult:
+        """A verdict from the source alone; the reference's facts (baselines, environment) are cached."""
+        facts = pending.facts or pending.ready.facts()
+        ref = Reference.from_facts(facts, {}, pending.ready.source if pending.ready else "disk")
+        return dataclasses.replace(audit.early(ref), judge_phase_s=self.phases, reference_source=ref.source)
+
+    def _audit(self, source: str, dtypes: frozenset[str]) -> Audit:
+        try:
+            findings = self.judge.auditor(source, reference_dtypes=dtypes)
+        except SyntaxError as exc:
+            check = Check("static_audit", None, "not parsed")
+            why = f"syntax error at line {exc.lineno}: {exc.msg}"
+            return Audit(check, lambda ref: Verdict(self.judge, self.problem, self.candidate, ref, check).result(Status.COMPILE_ERROR, why))
+        finally:
+            self._lap("audit")
+        check = Check("static_audit", not findings, "; ".join(_finding_text(f) for f in findings) or "no cheat patterns in the source")
+        if not findings:
+            return Audit(check, None)
+        why = _finding_text(findings[0]) + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+        return Audit(check, lambda ref: Verdict(self.judge, self.problem, self.candidate, ref, check).result(Status.BANNED, why))
+
+    def _start_candidate(self) -> Job:
+        spec = {
+            "kind": "candidate",
+            "problem_path": self.problem.path,
+            "candidate_path": self.candidate.path,
+            "options": _worker_options(self.judge.options),
+        }
+        pool, opts = self.judge.pool, self.judge.options
+        return pool.start(spec, pool.new_workdir("candidate"), compile_timeout_s=opts.compile_timeout_s, run_timeout_s=opts.run_timeout_s,
+                          read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}")
+
+    @staticmethod
+    def _plan(reference: Reference, verdict: Verdict) -> dict[str, Any]:
+        first = reference.result["structure"][reference.input_sets[0]["name"]]["tensors"]
+        return {"input_sets": reference.input_sets, "timed_sets": reference.timed_sets,
+                "poison": [[t["shape"], t["dtype"]] for t in first], "sample": verdict.sample}
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The static audit's check, and (when it ends the evaluation) how to build that verdict from a reference."""
+
+    check: Check
+    early: Callable[[Reference], EvalResult] | None
+
+
+def _worker_phases(phase_s: dict[str, float]) -> dict[str, float]:
+    """The candidate worker's phases grouped as the judge reports them."""
+    grouped = {"worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_plan": phase_s.get("wait_plan", 0.0),
+               "worker_import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
+               "worker_calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
+               "worker_timing": phase_s.get("timing", 0.0)}
+    return {k: round(v, 4) for k, v in grouped.items()}
+
+
+class Verdict:
+    """Builds one candidate's EvalResult from the static audit's check and its sandboxed run: every check in order."""
+
+    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate, reference: Reference, audit: Check) -> None:
         self.judge, self.problem, self.candidate, self.reference = judge, problem, candidate, reference
         self.options = judge.options
-        self.checks: list[Check] = []
+        self.checks: list[Check] = [audit]
         self.trials: list[TrialResult] = []
         self.flags: list[Flag] = [Flag("note", n) for n in reference.notes]
+        self.environment: dict[str, str] = dict(reference.result.get("environment", {}))
         if reference.degeneracy.degenerate:
             self.flags.append(Flag("degenerate_problem", f"{reference.degeneracy.reason}; outputs are also judged by error relative to the reference's variation"))
 
@@ -200,7 +452,7 @@ class Verdict:
             checks=tuple(self.checks),
             trials=tuple(self.trials),
             flags=tuple(self.flags),
-            environment=dict(self.reference.result.get("environment", {})),
+            environment=self.environment,
             baselines=self._baselines(),
             **extra,
         )
@@ -215,37 +467,32 @@ class Verdict:
         limit = self.options.subsample_above
         return {"min_numel": limit, "elements": limit, "offset": _seeds(self.options.seed, 1, self.candidate.fingerprint)[0]}
 
-    def run(self) -> EvalResult:
-        source = Path(self.candidate.path).read_text(encoding="utf-8")
+    def judge_outcome(self, outcome: JobOutcome, lap: Callable[[str], None] = lambda name: None) -> EvalResult:
+        """The verdict on a finished candidate run (its GPU memory is released once the checks are done)."""
         try:
-            findings = self.judge.auditor(source, reference_dtypes=self.reference.dtypes)
-        except SyntaxError as exc:
-            self.checks.append(Check("static_audit", None, "not parsed"))
-            return self.result(Status.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}")
-        self.checks.append(Check("static_audit", not findings, "; ".join(_finding_text(f) for f in findings) or "no cheat patterns in the source"))
-        if findings:
-            return self.result(Status.BANNED, _finding_text(findings[0]) + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""))
-        outcome = self._run_candidate()
-        early = self._early_exit(outcome)
-        if early is not None:
-            return early
-        return self._judge_run(outcome)
+            self._record_sandbox(outcome.result)
+            early = self._early_exit(outcome)
+            if early is not None:
+                return early
+            return self._judge_run(outcome, lap)
+        finally:
+            outcome.close_regions()
+            shutil.rmtree(outcome.workdir, ignore_errors=True)
 
-    def _run_candidate(self) -> JobOutcome:
-        ref = self.reference
-        first = ref.result["structure"][ref.input_sets[0]["name"]]["tensors"]
-        spec = {
-            "kind": "candidate",
-            "problem_path": self.problem.path,
-            "candidate_path": self.candidate.path,
-            "options": _worker_options(self.options),
-            "input_sets": ref.input_sets,
-            "timed_sets": ref.timed_sets,
-            "poison": [[t["shape"], t["dtype"]] for t in first],
-            "sample": self.sample,
-        }
-        pool = self.judge.pool
-        return pool.run(spec, pool.new_workdir("candidate"), compile_timeout_s=self.options.compile_timeout_s, run_timeout_s=self.options.run_timeout_s)
+    def _record_sandbox(self, result: dict[str, Any] | None) -> None:
+        """What the candidate's process could reach, in the verdict's environment; a flag and a warning if less
+        than full isolation."""
+        info = (result or {}).get("isolation") or {}
+        if info:
+            self.environment["isolation"] = info.get("isolation", "")
+            missing = info.get("missing", [])
+            if missing:
+                text = "; ".join(missing)
+                self.environment["isolation_missing"] = text
+                self.flags.append(Flag("isolation_incomplete", f"the candidate ran with less isolation than egg asks for: {text}"))
+                self.judge.warn(f"candidate isolation incomplete: {text}")
+        if result and "output_transport" in result:
+            self.environment["output_transport"] = result["output_transport"]
 
     def _early_exit(self, outcome: JobOutcome) -> EvalResult | None:
         """A verdict when the run did not get to the checks: a timeout, a crash, or an error it reported."""
@@ -254,7 +501,7 @@ class Verdict:
             limit = self.options.compile_timeout_s if outcome.timed_out == "compile" else self.options.run_timeout_s
             return self.result(Status.TIMEOUT, f"{outcome.timed_out} phase ({outcome.phase or 'start-up'}) exceeded {limit:g} s; the process group was killed", log_tail=tail)
         if outcome.result is None:
-            in_compile = outcome.phase in ("", "setup", "import", "construct")
+            in_compile = outcome.phase in ("", "setup", "wait_plan", "import", "construct")
             status = Status.COMPILE_ERROR if in_compile else Status.RUNTIME_ERROR
             return self.result(status, _exit_story(outcome), log_tail=tail)
         failure = outcome.result.get("failure")
@@ -263,13 +510,17 @@ class Verdict:
             return self.result(Status(failure["status"]), failure["message"], log_tail=(failure.get("detail") or "")[-4000:] or tail, kernels_launched=outcome.result.get("kernels", {}))
         return None
 
-    def _judge_run(self, outcome: JobOutcome) -> EvalResult:
+    def _judge_run(self, outcome: JobOutcome, lap: Callable[[str], None]) -> EvalResult:
         result = outcome.result
-        outputs = load_outputs(outcome.workdir)
-        shutil.rmtree(outcome.workdir, ignore_errors=True)
+        try:
+            outputs = self.judge._collect(outcome)
+        except (OSError, ValueError, KeyError) as exc:
+            return self.result(Status.RUNTIME_ERROR, f"the candidate's outputs could not be read: {type(exc).__name__}: {exc}", log_tail=outcome.log_tail)
+        lap("outputs")
         checks = CandidateChecks(self, result, outputs)
         status, reason = checks.run()
         del outputs
+        lap("checks")
         if self.judge.compare_device == "cuda":  # hand the comparison's device memory back before the next worker
             torch.cuda.empty_cache()
         floor_ms = checks.floor_ms

@@ -4,8 +4,11 @@ Imports: torch, triton, numpy and the standard library only (and egg modules tha
 starts fast and runs on the GPU machine's image as is.
 
 The child reports through files in its working folder: `phase` (what it is doing now, so the parent can apply the
-compile and run timeouts), `result.json` (facts for the verdict) and the outputs it produced (`tensorfile`: one raw
-file per tensor, copied from the device as each call returns, and `outputs.json` naming them). Verdicts are made by the parent: this process only observes, since a candidate can change anything in it.
+compile and run timeouts), `result.json` (facts for the verdict) and the outputs it produced (`tensorfile`: on a
+GPU, device memory handed to the judge over the job's channel as each call returns; otherwise one raw file per
+tensor; `outputs.json` names them). A candidate job waits on the channel for its plan (the input sets, known once
+the reference is ready and the static audit has passed) before it imports the candidate. Verdicts are made by the
+parent: this process only observes, since a candidate can change anything in it.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from typing import Any
 
 import torch
 
-from pipeline.judge import timing
+from pipeline.judge import channel, timing
 from pipeline.judge.compare import subsample
 from pipeline.judge.probes import LaunchCounter, NamespaceSnapshot, OpRecorder, hold_fp32_to_fp32, live_threads, warm_up
-from pipeline.judge.tensorfile import OutputFiles
+from pipeline.judge.tensorfile import DeviceOutputs, OutputFiles
 
 COMPILE_PHASES = ("setup", "import", "construct", "first_call")
+PLAN_KEYS = ("input_sets", "timed_sets", "poison", "sample")
 
 
 class JobFailure(Exception):
@@ -49,6 +53,38 @@ class Job:
         self.device = torch.device(self.options["device"])
         self.dir = os.path.dirname(os.path.abspath(spec_path))
         self.phase_starts: list[tuple[str, float]] = []
+        self.channel: channel.Connection | None = None
+
+    def connect(self) -> None:
+        """Open the judge's channel, if it offers one (a job run without a judge has none)."""
+        try:
+            self.channel = channel.connect(self.dir)
+        except OSError as exc:
+            print(f"[egg worker] no channel to the judge: {exc}", flush=True)
+            self.channel = None
+
+    def await_plan(self) -> None:
+        """Wait for the judge's plan (input sets, poison, subsample) unless the spec already holds it."""
+        if all(key in self.spec for key in PLAN_KEYS):
+            return
+        if self.channel is None:
+            raise JobFailure("infra_error", "the spec holds no plan and the judge offers no channel")
+        self.phase("wait_plan")
+        try:
+            message, fds = self.channel.receive()
+        except channel.ChannelClosed as exc:
+            raise JobFailure("infra_error", f"the judge closed the channel before sending the plan: {exc}")
+        for fd in fds:
+            os.close(fd)
+        if message.get("type") != "plan":
+            raise JobFailure("infra_error", f"expected the plan, got a {message.get('type')!r} message")
+        self.spec.update({key: message[key] for key in PLAN_KEYS})
+
+    def outputs(self) -> OutputFiles:
+        """Where kept outputs go: exported device memory on a GPU with a channel, files otherwise."""
+        if self.device.type == "cuda" and self.channel is not None:
+            return DeviceOutputs(self.dir, self.channel)
+        return OutputFiles(self.dir)
 
     def phase(self, name: str) -> None:
         self.phase_starts.append((name, time.monotonic()))
@@ -74,15 +110,32 @@ class Job:
             torch.cuda.synchronize()
 
 
-def run_job(spec_path: str) -> int:
+def prepare(job: Job, trusted_cache: str | None = None) -> None:
+    """Runs as the job enters its sandbox, before its root changes and its privileges drop: on a GPU, initialize
+    CUDA and compile the judge's own timing kernel into a cache only egg can write (a candidate may write the
+    compile cache it later runs from, never the one the judge's kernels come from)."""
+    if job.device.type != "cuda":
+        return
+    torch.ones(1, device=job.device)
+    if job.options.get("timing") and job.spec["kind"] == "candidate":
+        if trusted_cache:
+            os.environ["TRITON_CACHE_DIR"] = trusted_cache
+        timing.prepare_head_start(job.options["head_start_mode"])
+
+
+def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | None = None) -> int:
     """Run one job and write its result. Returns the process exit code (0 when a result was written)."""
-    job = Job(spec_path)
-    result: dict[str, Any] = {"kind": job.spec["kind"]}
+    job = job or Job(spec_path)
+    result: dict[str, Any] = {"kind": job.spec["kind"], "isolation": isolation or {}}
     try:
         job.phase("setup")
+        job.connect()
         hold_fp32_to_fp32()
         if job.spec["kind"] == "reference":
-            ReferenceRun(job, result).run()
+            try:
+                ReferenceRun(job, result).run()
+            except Exception as exc:  # the problem's own code failed: reported, never blamed on a candidate
+                raise JobFailure("infra_error", f"the reference raised {type(exc).__name__}: {exc}", traceback.format_exc())
         else:
             CandidateRun(job, result).run()
         job.phase("done")
@@ -90,6 +143,8 @@ def run_job(spec_path: str) -> int:
         result["failure"] = {"status": failure.status, "message": failure.message, "detail": failure.detail}
     result["phase_s"] = job.phase_seconds()
     job.write_result(result)
+    if job.channel is not None:
+        job.channel.close()
     return 0
 
 
@@ -201,10 +256,12 @@ class ReferenceRun:
 
     def __init__(self, job: Job, result: dict[str, Any]) -> None:
         self.job, self.result = job, result
-        self.outputs = OutputFiles(job.dir)
+        self.outputs = job.outputs()
 
     def run(self) -> None:
+        """mode "full": outputs, costs and baselines; "outputs": the outputs alone (the rest is cached)."""
         job, spec = self.job, self.job.spec
+        full = spec.get("mode", "full") == "full"
         self.result["environment"] = environment(job.device)
         problem = load_module(spec["problem_path"], "egg_reference")
         torch.manual_seed(job.options["seed"])
@@ -221,11 +278,14 @@ class ReferenceRun:
                 out = model(*inputs)
             job.sync()
             self.record(input_set["name"], out)
-            if input_set in spec["timed_sets"]:
+            if full and input_set in spec["timed_sets"]:
                 timed_inputs.append(inputs)
             del out
-        self.record_costs(model, make_inputs(problem.get_inputs, spec["input_sets"][0], job.device))
         self.outputs.finish()
+        self.result["output_transport"] = _transport(self.outputs)
+        if not full:
+            return
+        self.record_costs(model, make_inputs(problem.get_inputs, spec["input_sets"][0], job.device))
         if job.device.type == "cuda" and job.options["timing"]:
             job.phase("baselines")
             self.time_baselines(model, timed_inputs)
@@ -273,6 +333,12 @@ class ReferenceRun:
         self.result["baselines"], self.result["baseline_errors"] = baselines, errors
 
 
+def _transport(outputs: OutputFiles) -> str:
+    if isinstance(outputs, DeviceOutputs):
+        return f"files ({outputs.fallback})" if outputs.fallback else "device"
+    return "files"
+
+
 def load_set(buffers: list[Any], source: list[Any]) -> None:
     """Copy one input set's contents into the fixed input buffers (same pointers, new values)."""
     for dst, src in zip(buffers, source):
@@ -306,7 +372,7 @@ class CandidateRun:
 
     def __init__(self, job: Job, result: dict[str, Any]) -> None:
         self.job, self.result = job, result
-        self.outputs = OutputFiles(job.dir)
+        self.outputs = job.outputs()
         self.calls: list[dict[str, Any]] = []
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
 
@@ -318,6 +384,7 @@ class CandidateRun:
             timing.prepare_head_start(job.options["head_start_mode"])  # the judge's kernel, before the candidate's code
         snapshot = NamespaceSnapshot()  # after our own probes, before any candidate code
         get_inputs, get_init_inputs = self.load_problem()
+        job.await_plan()
         model = self.load_candidate(get_init_inputs)
         self.result["checksums"] = {}
         self.threads_before = live_threads()
@@ -331,6 +398,7 @@ class CandidateRun:
             self.result["kernels"] = dict(self.launches.counts)
             self.result["tampering"] = snapshot.changes()
             self.outputs.finish()
+            self.result["output_transport"] = _transport(self.outputs)
 
     def load_problem(self):
         problem = load_module(self.job.spec["problem_path"], "egg_problem")

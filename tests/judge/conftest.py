@@ -29,6 +29,14 @@ def problem(relative: str):
     raise FileNotFoundError(relative)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_caches(tmp_path_factory):
+    """Every judge of the tests keeps its reference and compile caches in a temporary folder, not in ~/.cache/egg."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EGG_CACHE", str(tmp_path_factory.mktemp("egg-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def cpu_judge():
     with Judge(EvalOptions(device="cpu", compile_timeout_s=60, run_timeout_s=60)) as judge:

@@ -160,3 +160,11 @@ def test_large_outputs_of_extra_calls_are_compared_on_a_subsample(name, status):
     assert result.status is status, result.reason
     if status is Status.MISMATCH:
         assert result.reason.startswith("correctness: repeat_1:")
+
+
+def test_a_reference_that_fails_is_an_infra_error_and_the_waiting_candidate_is_ended(cpu_judge: Judge):
+    """The candidate's worker starts while the reference runs; when the reference fails, it is killed, not left."""
+    result = cpu_judge.evaluate(problem("2_BrokenReference.py"), candidate("softmax_ok.py"))
+    assert result.status is Status.INFRA_ERROR
+    assert result.reason.startswith("the reference problem failed to run: the reference raised RuntimeError: the reference itself is broken"), result.reason
+    assert cpu_judge.pool._jobs == {}
