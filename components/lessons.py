@@ -64,7 +64,14 @@ def render_lesson(lesson: Lesson, knowledge: str) -> None:
 
 
 def top_bottleneck(plan: dict | None) -> str | None:
-    """The class a prediction is scored against: the plan's first bottleneck."""
+    """The plan's first bottleneck, as the plan names it."""
     if not plan or not plan.get("bottlenecks"):
         return None
     return plan["bottlenecks"][0]["name"]
+
+
+def answer(plan: dict | None, report_kind: str | None) -> str | None:
+    """What a prediction is scored against: the plan's top bottleneck when it is one of the profiler's classes, else
+    the class the profiler measured (a model or a script may name a bottleneck in words of its own)."""
+    named = top_bottleneck(plan)
+    return named if named in PREDICTABLE else report_kind or named

@@ -7,7 +7,7 @@ import streamlit as st
 
 from components.diff import render_diff
 from components.gate import render_kernel_proposal, render_stage_end
-from components.lessons import LESSONS, PREDICTABLE, render_lesson, top_bottleneck
+from components.lessons import LESSONS, PREDICTABLE, answer, render_lesson, top_bottleneck
 from components.plan import render_plan
 from components.profile import render_profile
 from components.verdict import render_verdict
@@ -45,9 +45,14 @@ def render_lessons() -> None:
 def predict(record: SessionRecord, gate: GateRecord) -> None:
     """The learner's guess, scored against the plan's top bottleneck and kept in the store."""
     guess = st.session_state.get(f"predict_{gate.id}")
-    actual = top_bottleneck(gate.payload.get("proposal")) or ""
+    actual = answer(gate.payload.get("proposal"), report_kind(gate)) or ""
     api.record_prediction(store(), record.id, gate.key, st.session_state["who"], guess, actual)
     st.session_state[f"revealed_{gate.id}"] = guess
+
+
+def report_kind(gate: GateRecord) -> str | None:
+    report = gate.payload.get("report") or {}
+    return (report.get("overall") or {}).get("kind")
 
 
 def render_plan_replay(record: SessionRecord, gate: GateRecord) -> None:
@@ -62,8 +67,9 @@ def render_plan_replay(record: SessionRecord, gate: GateRecord) -> None:
         st.button("Reveal the plan", key="predict_reveal", on_click=predict, args=(record, gate))
         return
     if plan:
-        actual = top_bottleneck(plan)
-        (st.success if revealed == actual else st.warning)(f"you said {revealed}; the plan's top bottleneck is {actual}")
+        actual, named = answer(plan, report_kind(gate)), top_bottleneck(plan)
+        said = f"the plan's top bottleneck is {named}" + ("" if named == actual else f"; the profiler measured {actual}")
+        (st.success if revealed == actual else st.warning)(f"you said {revealed}; {said}")
         render_plan(Diagnosis.model_validate(plan))
     else:
         st.info(f"no plan was proposed here: {gate.payload.get('note', '')}")

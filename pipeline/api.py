@@ -221,6 +221,26 @@ def gate_json(gate: GateRecord) -> dict[str, Any]:
             "decision": dataclasses.asdict(gate.decision) if gate.decision else None}
 
 
+def gate_summary(gate: GateRecord) -> str:
+    """One line of what a gate showed: the plan's top bottleneck and the profiler's class, a kernel's step and
+    rationale, a verdict's status and time, what a stage end hands on."""
+    p = gate.payload
+    if gate.kind == "plan":
+        report = (p.get("report") or {}).get("overall") or {}
+        top = ((p.get("proposal") or {}).get("bottlenecks") or [{}])[0]
+        measured = f"; profiler ({(p.get('report') or {}).get('source')}): {report.get('kind')}" if report else ""
+        return (f"plan: {top.get('name')}, first fix: {top.get('fixes', [{}])[0].get('change', '')}" if p.get("proposal") else f"no plan ({p.get('note')})") + measured
+    if gate.kind == "kernel":
+        return f"{p.get('label') or p.get('step')}: " + (p.get("rationale") or "(no rationale)" if p.get("proposal") else f"nothing proposed ({p.get('note')})")
+    if gate.kind == "verdict":
+        v = p.get("verdict") or {}
+        timing = (v.get("timing") or {}).get("median_ms")
+        speed = ", ".join(f"{s:.3f}x vs {k}" for k, s in (v.get("speedups") or {}).items())
+        return f"candidate {p.get('candidate_id')}: {v.get('status')}" + (f", {timing:.4g} ms" if timing else "") + (f", {speed}" if speed else "")
+    decisions = (p.get("proposal") or {}).get("decisions") or []
+    return "; ".join(f"{d['stage']}: {d['summary']}" for d in decisions) or "nothing decided yet"
+
+
 def cancel(store: Store, session_id: str) -> SessionRecord:
     """Ask the session's worker to stop; a session with no live worker is cancelled at once."""
     record = get_session(store, session_id)

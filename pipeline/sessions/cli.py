@@ -214,6 +214,33 @@ def events_command(session_id: str = typer.Argument(...), after: int = typer.Opt
         out.print(f"{e.at[11:19]} {e.kind:<12} {e.message}", markup=False, highlight=False)
 
 
+@session_app.command("import")
+def import_command(files: list[Path] = typer.Argument(None, help="Recorded sessions (JSON bundles); default: data/recorded/*.json."),
+                   db: Path | None = DbOption) -> None:
+    """Recorded sessions into the store, to replay them offline (egg session replay ID, or the Learn page)."""
+    store = _store(db)
+    paths = files or api.recorded_sessions()
+    for path in paths:
+        try:
+            record = api.import_bundle(store, json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, api.ApiError) as error:
+            _fail(f"{path}: {error}")
+        out.print(f"{record.id}  {record.problem_name}  {record.outcome.get('headline', record.status)}  ({Path(path).name})", highlight=False)
+
+
+@session_app.command("replay")
+def replay_command(session_id: str = typer.Argument(...), db: Path | None = DbOption) -> None:
+    """A session gate by gate, as it was decided: what each gate showed, and what was decided there."""
+    store = _store(db)
+    try:
+        found = api.gates(store, session_id)
+    except api.ApiError as error:
+        _fail(str(error))
+    for gate in found:
+        decision = f"{gate.decision.action} by {gate.decision.who}" if gate.decision else "open"
+        out.print(f"[bold]gate {gate.id}[/] {gate.stage} / {gate.kind}: {api.gate_summary(gate)} -> {decision}", highlight=False)
+
+
 @session_app.command("cancel")
 def cancel_command(session_id: str = typer.Argument(...), db: Path | None = DbOption) -> None:
     """Ask a session's worker to stop (at once when none runs it)."""

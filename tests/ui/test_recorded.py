@@ -1,0 +1,64 @@
+"""The recorded sessions bundled in data/recorded: real H200 runs (NCU reports, timed verdicts) that replay with no GPU
+and no model, in the Learn page and in `egg session replay`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import api
+from tests.ui.conftest import ROOT
+
+BUNDLES = sorted((ROOT / "data" / "recorded").glob("*.json"))
+
+
+def test_at_least_three_problems_are_recorded():
+    problems = {json.loads(p.read_text())["session"]["problem_name"] for p in BUNDLES}
+    assert len(problems) >= 3, problems
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.stem)
+def test_a_recording_holds_real_ncu_reports_and_timed_verdicts(bundle, tmp_path):
+    store = api.open_store(tmp_path / "egg.sqlite")
+    data = json.loads(bundle.read_text())
+    record = api.import_bundle(store, data)
+    assert record.status == "done" and record.review == "plans" and "H200" in data["note"]
+    plans = [g for g in store.gates(record.id) if g.kind == "plan"]
+    assert [g.stage for g in plans] == ["parallel_mapping", "tiling", "memory"]
+    for gate in plans:
+        report = gate.payload["report"]
+        assert report["source"] == "ncu" and "H200" in report["ceilings"]["device"] and report["ceilings"]["source"] == "measured"
+        assert report["kernels"][0]["metrics"]  # the raw counters are there for the expert view
+    rows = api.candidate_rows(store, record.id)
+    assert rows and all(r.status == "ok" and r.median_ms for r in rows)
+    assert record.outcome["speedups"]["eager"] > 1
+    assert api.import_bundle(store, data).id == record.id and len(api.list_sessions(store)) == 1  # imported once
+
+
+def test_egg_session_replays_a_recording_gate_by_gate_offline(tmp_path):
+    db = tmp_path / "egg.sqlite"
+    run = lambda *args: subprocess.run([sys.executable, "-m", "pipeline.cli", "session", *args, "--db", str(db)],
+                                       capture_output=True, text=True, timeout=120, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})
+    imported = run("import")
+    assert imported.returncode == 0, imported.stderr
+    softmax = next(line.split()[0] for line in imported.stdout.splitlines() if "23_Softmax" in line)
+    replay = run("replay", softmax)
+    assert replay.returncode == 0, replay.stderr
+    lines = replay.stdout.splitlines()
+    assert any("parallel_mapping / plan:" in line and "profiler (ncu): memory_bound" in line for line in lines)
+    assert any("/ verdict: candidate" in line and "x vs eager" in line for line in lines)
+
+
+def test_the_learn_page_scores_a_prediction_against_a_real_ncu_measurement(app, db):
+    app.switch_page("pages/learn.py").run()
+    sessions = {s.problem_name: s.id for s in api.list_sessions(api.open_store(db))}
+    app.selectbox(key="replay_pick").set_value(sessions["23_Softmax"]).run()
+    while not any(r.key and r.key.startswith("predict_") for r in app.radio):
+        app.button(key="replay_next").click().run()
+    next(r for r in app.radio if r.key.startswith("predict_")).set_value("memory_bound").run()
+    app.button(key="predict_reveal").click().run()
+    assert any("you said memory_bound" in s.value and "the profiler measured memory_bound" in s.value for s in app.success)
+    assert api.prediction_score(api.open_store(db), "learner") == (1, 1)
