@@ -8,6 +8,9 @@ session's worker process does that.
 import streamlit as st
 
 from pages._context import store_handle
+from pipeline.judge.isolation import make_undumpable
+
+make_undumpable()  # the server may hold API keys in its environment: no other process of this user reads its /proc files
 
 st.set_page_config(page_title="egg", page_icon=":material/egg:", layout="wide")
 store_handle()  # open (and migrate) the database before any page needs it

@@ -38,7 +38,9 @@ class Heartbeat(threading.Thread):
 
 def work(db: str, session_id: str, echo=None) -> int:
     """Run one session to its end (or to a cancel); the exit status says how it ended."""
-    _make_undumpable()  # this process holds the user's keys: other processes of this uid cannot read its /proc files
+    from pipeline.judge.isolation import make_undumpable
+
+    make_undumpable()  # this process holds the user's keys: other processes of this uid cannot read its /proc files
     store = Store(db)
     record = store.session(session_id)
     if record is None:
@@ -67,12 +69,6 @@ def work(db: str, session_id: str, echo=None) -> int:
         beat.stopped.set()
         store.release_session(session_id, token)
         store.close()
-
-
-def _make_undumpable() -> None:
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,11 @@ class SessionEvents:
             self.echo(message)
 
 
+def reference_cache(store: Store) -> Path:
+    """The judge's reference cache beside the store: every session of a database shares its problems' references."""
+    return store.path.parent / "cache" / "references"
+
+
 def resolve_device(device: str) -> str:
     if device != "auto":
         return device
@@ -101,7 +106,7 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
     gates = StoreGates(store, session_id, record.review, poll_s=poll_s, on_wait=lambda gate: _waiting(store, events, gate),
                        on_resume=lambda gate: _decided(store, events, gate))
     lock = DeviceLock(device, on_wait=lambda: events("waiting for the GPU: another session is timing a kernel", "info")) if device == "cuda" else None
-    with Judge(options) as judge:
+    with Judge(options, cache_dir=reference_cache(store)) as judge:
         optimizer = Optimizer(problem, LockedJudge(judge, lock), built.backend, store, session_id, work_dir, gates, settings.budget, events,
                               profiler=_profiler(options, settings.profile_mode, lock), ledger=built.ledger)
         store.update_session(session_id, settings={**record.settings, "options_key": optimizer.options_key})  # its verdicts' key
@@ -156,7 +161,7 @@ def reverify(store: Store, problem: Problem, work_dir: Path, source: str | None,
     path = work_dir / "candidates" / "winner.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source, encoding="utf-8")
-    with Judge(options) as judge:
+    with Judge(options, cache_dir=reference_cache(store)) as judge:
         result = LockedJudge(judge, lock).evaluate(problem, load_candidate(path))
     store.save_verdict(problem.fingerprint, fingerprint_text(source), key, result.status.value, to_jsonable(result))
     return result
