@@ -142,6 +142,7 @@ class Decomposer:
     def lower(self, call: Call) -> list[V]:
         space, _, name = call.fn.rpartition(".")
         base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+        self.b.origin = base.strip("_")
         handler = self._handler(call.fn, space, base)
         if handler is not None:
             try:

@@ -40,6 +40,7 @@ class Node:
     shape: tuple[int, ...]
     dtype: str
     stride: tuple[int, ...]
+    origin: str = ""  # the recorded call this node came from (names kernels after what they compute)
 
     def attr(self, name: str, default: Any = None) -> Any:
         return dict(self.attrs).get(name, default)
@@ -148,12 +149,13 @@ class Builder:
 
     nodes: list[Node] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)
+    origin: str = ""  # set by the decomposer while it lowers one recorded call
 
     def add(self, op: str, fn: str, args: tuple, shape: tuple[int, ...], dtype: str, layout: tuple[int, ...] | None = None,
             **attrs: Any) -> V:
         """A new node; `layout` is its strides (contiguous unless given)."""
         node = Node(len(self.nodes), op, fn, tuple(args), tuple(sorted(attrs.items())), tuple(shape), dtype,
-                    tuple(layout) if layout is not None else contiguous_strides(tuple(shape)))
+                    tuple(layout) if layout is not None else contiguous_strides(tuple(shape)), self.origin)
         self.nodes.append(node)
         return V(node.id)
 
