@@ -37,11 +37,17 @@ def cache_folder() -> Path:
     return Path(os.environ.get("EGG_CACHE") or "~/.cache/egg").expanduser() / "expert"
 
 
+def _path(fingerprint: str) -> Path:
+    return cache_folder() / f"{fingerprint[:24]}-{_torch_version()}-v{FORMAT}.json"
+
+
 def capture(problem_source: str, *, timeout_s: float = CAPTURE_TIMEOUT_S, use_cache: bool = True) -> Captured:
     """The problem's tape, from the cache or a fresh child process. Raises CaptureError."""
     fingerprint = fingerprint_text(problem_source)
-    path = cache_folder() / f"{fingerprint[:24]}-{_torch_version()}-v{FORMAT}.json"
+    path = _path(fingerprint)
     if use_cache and path.is_file():
+        if not path.with_suffix(".py").is_file():
+            _write(path.with_suffix(".py"), problem_source)
         return Captured(fingerprint, tape_from_json(json.loads(path.read_text())))
     data = _record(problem_source, timeout_s)
     if not data.get("ran_on"):
@@ -49,18 +55,27 @@ def capture(problem_source: str, *, timeout_s: float = CAPTURE_TIMEOUT_S, use_ca
     tape = tape_from_json(data)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(data))
-        partial.replace(path)  # atomic: a concurrent session never reads half a file
+        _write(path.with_suffix(".py"), problem_source)  # stage 2 sees only kernels: it finds the problem here
+        _write(path, json.dumps(data))
     return Captured(fingerprint, tape)
 
 
-def cached(fingerprint: str) -> Captured | None:
-    """A capture made earlier for the problem with this fingerprint (rewrites only see the kernel's source)."""
-    path = cache_folder() / f"{fingerprint[:24]}-{_torch_version()}-v{FORMAT}.json"
-    if not path.is_file():
+def _write(path: Path, text: str) -> None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)  # atomic: a concurrent session never reads half a file
+
+
+def cached(fingerprint: str) -> tuple[Captured, str] | None:
+    """A capture made earlier for the problem with this fingerprint, with the problem's source (rewrites only see
+    the kernel's source and its record)."""
+    path = _path(fingerprint)
+    if not path.is_file() or not path.with_suffix(".py").is_file():
         return None
-    return Captured(fingerprint, tape_from_json(json.loads(path.read_text())))
+    source = path.with_suffix(".py").read_text(encoding="utf-8")
+    if fingerprint_text(source) != fingerprint:
+        return None
+    return Captured(fingerprint, tape_from_json(json.loads(path.read_text()))), source
 
 
 def _record(problem_source: str, timeout_s: float) -> dict:

@@ -19,7 +19,7 @@ class Options:
     algebra: bool = False  # exact algebraic rewrites (pipeline.expert.algebra)
     group_m: int = 8  # GEMM: programs grouped along M so neighbours share tiles in L2 (1: row-major order)
     persistent: bool = False  # GEMM: one program per SM looping over tiles
-    split_k: int = 1  # GEMM: partial products over K slices, summed by a second kernel
+    split_k: int = 1  # GEMM: at most this many K slices for GEMMs too small to fill the GPU, summed by a second kernel
     gemm_tile: tuple[int, int, int] | None = None  # GEMM (BLOCK_M, BLOCK_N, BLOCK_K); None: chosen from the shapes
     num_stages: int | None = None  # GEMM/conv software pipelining depth; None: chosen from the tile
     row_block: int | None = None  # row kernels: RBLOCK of looped reductions (or XBLOCK of pointwise kernels)

@@ -291,13 +291,14 @@ class RowKernel:
             if node_id in outer.defined:
                 return
             node = self.graph.node(node_id)
+            member = node_id in self.members
             if self.varies(node_id):
-                for i in node.inputs:
-                    visit(i)
+                for i in node.inputs if member else ():
+                    visit(i)  # a value along the row is computed in the loop; what it reads off the row is hoisted
                 return
-            if node.op == "reduce":
+            if node.op == "reduce" and member:
                 return  # finished by its own pass
-            for i in node.inputs:
+            for i in node.inputs if member else ():
                 visit(i)
             self.value(node_id, outer)
 
