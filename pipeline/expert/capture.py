@@ -60,6 +60,34 @@ def capture(problem_source: str, *, timeout_s: float = CAPTURE_TIMEOUT_S, use_ca
     return Captured(fingerprint, tape)
 
 
+def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -> None:
+    """Record every problem missing from the cache in one child process (one torch import for all of them). For
+    trusted problem files only (the repository's suite and test fixtures): they share that process. A problem
+    whose recording fails there is left for `capture`, which reports it on its own."""
+    missing = {fingerprint_text(s): s for s in problem_sources if not _path(fingerprint_text(s)).is_file()}
+    if not missing:
+        return
+    from pipeline.judge.sandbox import clean_environment
+
+    with tempfile.TemporaryDirectory(prefix="egg-capture-") as folder:
+        paths = []
+        for index, source in enumerate(missing.values()):
+            path = Path(folder) / f"problem_{index}.py"
+            path.write_text(source, encoding="utf-8")
+            paths.append(str(path))
+        spec, out, log = Path(folder) / "spec.json", Path(folder) / "tapes.json", Path(folder) / "log.txt"
+        spec.write_text(json.dumps({"problem_paths": paths}))
+        command = [sys.executable, "-m", "pipeline.expert.tape", str(spec), str(out)]
+        if _run_child(command, clean_environment("cpu"), folder, log, timeout_s * len(paths)) is not None or not out.is_file():
+            return
+        results = json.loads(out.read_text())["results"]
+    cache_folder().mkdir(parents=True, exist_ok=True)
+    for (fingerprint, source), data in zip(missing.items(), results):
+        if data.get("ran_on"):
+            _write(_path(fingerprint).with_suffix(".py"), source)
+            _write(_path(fingerprint), json.dumps(data))
+
+
 def _write(path: Path, text: str) -> None:
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     partial.write_text(text, encoding="utf-8")

@@ -47,10 +47,22 @@ def _structure(outputs: Any, env: dict[int, Any]) -> Any:
 
 
 def _arg(value: Any, env: dict[int, Any]) -> Any:
+    import torch
+
+    from pipeline.expert.graph import Device, DType, Named, Slice
+
     if isinstance(value, V):
         return env[value.id]
     if isinstance(value, tuple):
         return tuple(_arg(v, env) for v in value)
+    if isinstance(value, Slice):
+        return slice(_arg(value.start, env), _arg(value.stop, env), _arg(value.step, env))
+    if isinstance(value, DType):
+        return getattr(torch, value.name)
+    if isinstance(value, Device):
+        return torch.device("cpu")
+    if isinstance(value, Named):
+        return getattr(torch, value.name.removeprefix("torch."))
     return value
 
 
