@@ -102,6 +102,7 @@ class SplitK:
 
     def __init__(self, slices: int) -> None:
         self.slices = slices
+        self.used: list[int] = []  # slices of each GEMM it split
 
     def __call__(self, node: Node, rw: Rewriter) -> V | None:
         if node.op != "matmul" or len(node.shape) != 2 or len(rw.old.node(node.args[0].id).shape) != 2:
@@ -112,6 +113,7 @@ class SplitK:
         s = min(self.slices, split_k_slices(m, n, k))  # only GEMMs whose tiles leave SMs idle are split
         if s < 2 or k % s:
             return None
+        self.used.append(s)
         rw.b.origin = node.origin or "matmul"
         a_slices = rw.b.view(rw.b.view(a, "reshape", (m, s, k // s)), "permute", 1, 0, 2)  # [S, M, K/S], no copy
         b_slices = rw.b.view(b, "reshape", (s, k // s, n))  # [S, K/S, N]
@@ -328,10 +330,11 @@ def lower_rules(graph: Graph, options: Options) -> tuple[Graph, list[str]]:
         return graph, []
     graph, applied = apply(graph, LOWERING_RULES)
     if options.split_k > 1:
-        graph, changed = Rewriter(graph).run(SplitK(options.split_k))
+        split = SplitK(options.split_k)
+        graph, changed = Rewriter(graph).run(split)
         if changed:
             graph, _ = apply(graph, (("reshape_sinking", lambda: reshape_sinking),))
-            applied.append(f"split_k_{options.split_k}")
+            applied.append(f"split_k_{max(split.used)}")
     return graph, applied
 
 

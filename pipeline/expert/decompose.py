@@ -143,6 +143,9 @@ class Decomposer:
         space, _, name = call.fn.rpartition(".")
         base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
         self.b.origin = base.strip("_")
+        in_place = (name.endswith("_") and not name.endswith("__")) or name.startswith("__i")
+        if in_place and call.args and isinstance(call.args[0], ParamRef):
+            return self.library(call)  # a buffer updated in place (num_batches_tracked += 1): kept as a side effect
         handler = self._handler(call.fn, space, base)
         if handler is not None:
             try:
@@ -198,7 +201,8 @@ class Decomposer:
         args = tuple(self.value(a) for a in call.args)
         kwargs = tuple((k, self.value(v)) for k, v in call.kwargs)
         first = call.args[0] if call.args else None
-        side_effect = call.fn.endswith("_") and not call.fn.endswith("__") and isinstance(first, ParamRef)
+        name = call.fn.rpartition(".")[2]
+        side_effect = ((name.endswith("_") and not name.endswith("__")) or name.startswith("__i")) and isinstance(first, ParamRef)
         return [self.b.add("library", call.fn, (args, kwargs), meta.shape, meta.dtype, meta.stride, index=i,
                            tuple_output=call.returns_tuple, side_effect=side_effect, aten=call.aten)
                 for i, meta in enumerate(call.outputs)]

@@ -153,7 +153,9 @@ class RowKernel:
         node = self.graph.node(node_id)
         _, used = offset(node.shape, contiguous_strides(node.shape), self.domain, self._variables())
         tile = "tl.zeros([XBLOCK, RBLOCK], tl.float32)" if self.reducing and self.rvar in used and not self.varies(node_id) else None
-        return self.values.store(node_id, f"t{node_id}", tile)
+        # the register is at least [XBLOCK, 1] (a row's result), even where the buffer has one element
+        spans = (self.xvar, self.rvar) if self.reducing and self.varies(node_id) else (self.xvar,)
+        return self.values.store(node_id, f"t{node_id}", tile, spans=spans)
 
     # reductions ---------------------------------------------------------------------------------------------------
 
