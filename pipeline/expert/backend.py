@@ -122,7 +122,10 @@ class ExpertBackend:
             options = variant.make(record.options, known)
             if options is None or options == record.options:
                 continue
-            lowered = lowering.lower(options)
+            try:
+                lowered = lowering.lower(options)
+            except ValueError:
+                continue
             if lowering.delegates(lowered) or lowered.source in seen:
                 continue
             seen.add(lowered.source)
@@ -156,7 +159,10 @@ class ExpertBackend:
         for repair in candidates(kernel, verdict, record.options if record and lowering else None):
             source = repair.source
             if repair.options is not None:
-                lowered = lowering.lower(repair.options)
+                try:
+                    lowered = lowering.lower(repair.options)
+                except ValueError:  # that lowering leaves nothing for Triton: not a repair
+                    continue
                 if lowering.delegates(lowered):
                     continue
                 source = lowered.source

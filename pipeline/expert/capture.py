@@ -60,6 +60,13 @@ def capture(problem_source: str, *, timeout_s: float = CAPTURE_TIMEOUT_S, use_ca
     return Captured(fingerprint, tape)
 
 
+def forget(problem_source: str) -> None:
+    """Drop a problem's capture from the cache (the next `capture` records it again)."""
+    path = _path(fingerprint_text(problem_source))
+    for stale in (path, path.with_suffix(".py")):
+        stale.unlink(missing_ok=True)
+
+
 def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -> None:
     """Record every problem missing from the cache in one child process (one torch import for all of them). For
     trusted problem files only (the repository's suite and test fixtures): they share that process. A problem

@@ -84,16 +84,17 @@ def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, rejecte
     grid = _grid_evidence(kernel) if stage == "parallel_mapping" else None
     if grid is not None:
         bottlenecks.insert(0, grid)
-    if not bottlenecks:
+    if not isinstance(found, Diagnosis):  # no profile: the judge's time against the floor still says something
         timed = _timing_bottleneck(measurements, stage)
-        if timed is None:
-            return found if isinstance(found, NoProposal) else NoProposal("nothing to diagnose from")
-        bottlenecks = [timed]
-    if rejected:
+        bottlenecks += [timed] if timed is not None else []
+    if not bottlenecks:
+        return found if isinstance(found, NoProposal) else NoProposal("nothing to diagnose from")
+    while rejected and bottlenecks:  # each rejection drops the plan's first fix; a bottleneck with none left goes
         top = bottlenecks[0]
-        if rejected >= len(top.fixes):
-            return NoProposal(f"every fix the rules had for {top.name} was rejected")
-        bottlenecks[0] = Bottleneck(name=top.name, evidence=top.evidence, fixes=top.fixes[rejected:])
+        bottlenecks = ([Bottleneck(name=top.name, evidence=top.evidence, fixes=top.fixes[1:])] if len(top.fixes) > 1 else []) + bottlenecks[1:]
+        rejected -= 1
+    if not bottlenecks:
+        return NoProposal("every fix the rules had for this kernel was rejected")
     return Diagnosis(bottlenecks=bottlenecks)
 
 

@@ -43,9 +43,31 @@ def evidence(verdict: EvalResult) -> str:
 
 
 def smaller_tiles(source: str) -> str:
-    """Every BLOCK_* keyword of a launch halved (not below 16) and num_stages one lower (not below 2)."""
+    """Every BLOCK_* a launch passes halved (not below 16) and num_stages one lower (not below 2). A block size
+    passed through a variable is halved right after the variable is set, so a grid computed from it agrees."""
+    inserts: dict[int, list[str]] = {}
+    for function in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)):
+        for call in (c for c in ast.walk(function) if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript)):
+            for kw in call.keywords:
+                if kw.arg and kw.arg.startswith("BLOCK") and isinstance(kw.value, ast.Name):
+                    _halve_after_assignment(function, kw.value.id, call.lineno, inserts)
+    lines = source.splitlines(keepends=True)
+    for row in sorted(inserts, reverse=True):
+        lines[row:row] = inserts[row]
+    source = "".join(lines)
     source = re.sub(r"\b(BLOCK_\w*)=(\d+)", lambda m: f"{m.group(1)}={max(16, int(m.group(2)) // 2)}", source)
     return re.sub(r"\bnum_stages=(\d+)", lambda m: f"num_stages={max(2, int(m.group(1)) - 1)}", source)
+
+
+def _halve_after_assignment(function: ast.FunctionDef, name: str, before_line: int, inserts: dict[int, list[str]]) -> None:
+    assignments = [n for n in ast.walk(function) if isinstance(n, ast.Assign) and n.lineno < before_line
+                   and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    if not assignments:
+        return
+    last = max(assignments, key=lambda n: n.lineno)
+    line = f"{' ' * last.col_offset}{name} = max(16, {name} // 2)  # repair: smaller tiles fit the shared memory\n"
+    if line not in inserts.setdefault(last.end_lineno, []):
+        inserts[last.end_lineno].append(line)
 
 
 def exact_dots(source: str) -> str:
