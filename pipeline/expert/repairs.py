@@ -2,7 +2,8 @@
 before a seed is given up.
 
 - shared-memory overflow (compile error "out of resource: shared memory") -> smaller tiles, one pipeline stage fewer;
-- a mismatch in a kernel that multiplies on tensor cores (tl.dot without exact fp32) -> input_precision="ieee";
+- a mismatch in a kernel that multiplies on tensor cores (tl.dot without exact fp32), or the judge's ban of a TF32
+  dot on an fp32 problem -> input_precision="ieee";
 - a non-contiguous input (a stride or contiguity complaint, or a wrong answer from a kernel that assumes packed
   rows) -> the forward makes its tensor arguments contiguous;
 - an illegal address (offsets past 2**31) -> 64-bit index arithmetic;
@@ -136,7 +137,8 @@ def candidates(source: str, verdict: EvalResult, options: Options | None) -> lis
             add(Repair("smaller_tiles", cause, options=options.but(gemm_tile=(max(16, tile[0] // 2), max(16, tile[1] // 2), tile[2]),
                                                                     num_stages=max(2, (options.num_stages or 3) - 1))))
         add(Repair("smaller_tiles", cause, source=smaller_tiles(source)))
-    if verdict.status is Status.MISMATCH and uses_dot(source) and not all_dots_exact(source):
+    downgraded = verdict.status is Status.BANNED and "precision_downgrade" in verdict.reason
+    if (verdict.status is Status.MISMATCH or downgraded) and uses_dot(source) and not all_dots_exact(source):
         cause = "a wrong answer from a kernel multiplying on tensor cores below fp32: every tl.dot in exact fp32 (ieee)"
         if options is not None and options.precision != "ieee":
             add(Repair("exact_fp32_dot", cause, options=options.but(precision="ieee")))

@@ -198,12 +198,14 @@ def test_a_tensor_core_mismatch_is_repaired_with_exact_fp32_and_the_repair_passe
 
 def test_a_foreign_kernel_gets_the_source_repairs(tmp_path):
     path = tiny("1_GEMM_Square")
-    tf32 = source(ROOT / "examples" / "candidates" / "matmul_triton.py").replace('tl.dot(a, b, input_precision="ieee")', 'tl.dot(a, b, input_precision="tf32")')
-    fixed = BACKEND.repair(tf32, verdict(Status.MISMATCH, "correctness: mismatch", path=path), source(path))
+    exact = source(ROOT / "examples" / "candidates" / "matmul_triton.py")
+    tf32 = exact.replace('tl.dot(a, b, input_precision="ieee")', 'tl.dot(a, b, input_precision="tf32")')
+    banned = verdict(Status.BANNED, "precision_downgrade (line 24): tl.dot asks for TF32 inputs", path=path)
+    fixed = BACKEND.repair(tf32, banned, source(path))
     assert 'tl.dot(a, b, input_precision="ieee")' in fixed.kernel and 'tl.dot(a, b, input_precision="tf32")' not in fixed.kernel
-    layout = BACKEND.repair(tf32, verdict(Status.RUNTIME_ERROR, "RuntimeError: view size is not compatible with input tensor's size and stride", path=path), source(path))
+    layout = BACKEND.repair(exact, verdict(Status.RUNTIME_ERROR, "RuntimeError: view size is not compatible with input tensor's size and stride", path=path), source(path))
     assert layout.cause.startswith("rule contiguous_inputs:") and "A = A.contiguous()" in layout.kernel
-    smaller = BACKEND.repair(tf32, verdict(Status.COMPILE_ERROR, "OutOfResources: out of resource: shared memory", path=path), source(path))
+    smaller = BACKEND.repair(exact, verdict(Status.COMPILE_ERROR, "OutOfResources: out of resource: shared memory", path=path), source(path))
     assert smaller.cause.startswith("rule smaller_tiles:") and "block_k = max(16, block_k // 2)" in smaller.kernel
     with Judge(CPU) as judge:
         for name, repaired in (("exact", fixed.kernel), ("contiguous", layout.kernel), ("smaller", smaller.kernel)):
