@@ -1,8 +1,11 @@
 """Exact rewrites of the IR: each one names the identity it uses and checks its precondition on the graph.
 
-Lowering (always, when GEMMs are Triton's):
-- `matvec_as_reduction`: A @ x with x a single column (or a single row on the left) is a row reduction of A * x,
-  memory-bound, not a GEMM tile with 15 of its 16 columns wasted.
+Lowering:
+- `matvec_as_reduction` (when GEMMs are Triton's): A @ x with x a single column (or a single row on the left) is a
+  row reduction of A * x, memory-bound, not a GEMM tile with 15 of its 16 columns wasted;
+- `split_reduction` (`Options.split`): a long reduction over too few rows to fill the GPU becomes partial results
+  by many programs and a small combine (batch norm's statistics over N, H, W per channel);
+- `split_k` (`Options.split_k`): see SplitK.
 Expert transformations (stage 1's "transform" step, `Options.algebra`):
 - `identity_removal`: x * 1, x / 1, x + 0, x ** 1, casts to the same dtype, relu(relu(x)), -(-x);
 - `log_of_softmax`: log(softmax(x)) is log_softmax(x) = (x - max) - log(sum(exp(x - max))): one division and one
@@ -12,7 +15,9 @@ Expert transformations (stage 1's "transform" step, `Options.algebra`):
 - `sum_of_linear`: sum_n (A @ B)[m, n] = sum_k A[m, k] * (sum_n B[k, n]): a sum (or mean) over a GEMM's output
   columns is a matrix-vector product with the pre-reduced weight (M*K reads instead of an M*N*K GEMM);
 - `reshape_sinking`: pointwise work after a reshape of a computed value is done before it, on the same elements in
-  the same order, so it joins the kernel that computed the value (group norm's affine and activation fuse).
+  the same order, so it joins the kernel that computed the value (group norm's affine and activation fuse);
+- `one_pass_moments` (a dataflow reorganization, exact in real arithmetic): sum((x - mean)^2) = sum(x^2) -
+  sum(x)^2 / n, so a norm over rows too long for registers reads x once for both statistics, not twice.
 Every rule is checked numerically against the module by tests (tests/expert/test_algebra.py).
 """
 
@@ -133,6 +138,78 @@ def split_k_slices(m: int, n: int, k: int, block_m: int = 128, block_n: int = 12
     return 1
 
 
+class SplitReduction:
+    """A long reduction over few rows leaves most SMs idle: partial results by many programs, then a combine.
+    With several reduced axes the partials reduce the inner ones (batch norm: per image and channel, then over the
+    batch); with one, the axis is split into S slices viewed as an extra axis (sum, max and min combine exactly)."""
+
+    MIN_LENGTH = 8192  # shorter rows are cheap enough whole
+    SMS = 132
+
+    def __call__(self, node: Node, rw: Rewriter) -> V | None:
+        if node.op != "reduce" or node.fn not in ("sum", "max", "min"):
+            return None
+        x = rw.old.node(node.args[0].id)
+        axes = tuple(node.attr("axes"))
+        length = math.prod(x.shape[a] for a in axes)
+        programs = (x.numel // max(length, 1)) // self._rows_per_program(x, axes)
+        if length < self.MIN_LENGTH or programs >= 2 * self.SMS:
+            return None
+        rw.b.origin = node.origin
+        source = rw.map[x.id]
+        inner = tuple(a for a in axes[1:] if x.shape[a] > 1)
+        if inner and x.shape[axes[0]] > 1:  # the outer reduced axis becomes rows of the partials: as many times more programs
+            partial = rw.b.reduce(node.fn, source, inner)
+            return rw.b.reduce(node.fn, partial, axes[:1])
+        return self._sliced(node, x, axes[0], programs, rw) if len(axes) == 1 else None
+
+    def _rows_per_program(self, x: Node, axes: tuple[int, ...]) -> int:
+        """1 when the rows are contiguous in memory (one program per row), else a tile of 64 kept elements."""
+        innermost = max((a for a, n in enumerate(x.shape) if n > 1), key=lambda a: -abs(x.stride[a]) if x.stride[a] else -10**18, default=None)
+        return 1 if innermost is None or innermost in axes else 64
+
+    def _sliced(self, node: Node, x: Node, axis: int, programs: int, rw: Rewriter) -> V | None:
+        n = x.shape[axis]
+        sizes = [s for s in (2, 4, 8, 16, 32, 64) if n % s == 0 and n // s >= 512]
+        if not sizes:
+            return None
+        slices = next((s for s in sizes if programs * s >= 4 * self.SMS), sizes[-1])
+        shape = (*x.shape[:axis], slices, n // slices, *x.shape[axis + 1:])
+        sliced = _rebuilt(rw, x.id, x.shape, shape, {})
+        if sliced is None:
+            return None
+        partial = rw.b.reduce(node.fn, sliced, (axis + 1,))
+        return rw.b.reshaped(rw.b.reduce(node.fn, partial, (axis,)), node.shape)
+
+
+def _rebuilt(rw: Rewriter, old_id: int, outer: tuple[int, ...], inner: tuple[int, ...], memo: dict[int, V]) -> V | None:
+    """The pointwise work computing `old_id` (of shape `outer`) redone in the `inner` view of the same elements;
+    what it reads is viewed so (None where that view would need a copy)."""
+    if old_id in memo:
+        return memo[old_id]
+    node = rw.old.node(old_id)
+    if node.op == "pointwise" and node.shape == tuple(outer):
+        args = []
+        for a in node.args:
+            value = _rebuilt(rw, a.id, outer, inner, memo) if isinstance(a, V) else a
+            if value is None:
+                return None
+            args.append(value)
+        rw.b.origin = node.origin
+        out = rw.b.pw(node.fn, *args, dtype=node.dtype, **dict(node.attrs))
+    elif node.op == "iota":
+        return None  # an index along an axis that the view splits: not worth it
+    else:
+        value = rw.map[old_id]
+        if node.shape != tuple(outer):
+            value = rw.b.view(value, "expand", tuple(outer))
+        out = rw.b.view(value, "reshape", tuple(inner))
+        if rw.node(out).meta.contiguous and node.numel < math.prod(inner):
+            return None  # torch would copy the broadcast: no
+    memo[old_id] = out
+    return out
+
+
 # expert transformations ---------------------------------------------------------------------------------------------
 
 
@@ -221,6 +298,37 @@ class BiasBeforeBatchNorm:
         return rw.b.pw("add", mean_y, rw.map[c.id])  # what the running mean still needs
 
 
+def one_pass_moments(node: Node, rw: Rewriter) -> V | None:
+    """sum((x - sum(x)/n)^2) = sum(x^2) - sum(x)^2/n: both sums in one pass over x instead of two (clamped at 0
+    against rounding). Only for reductions too long for registers, where the second pass is a second read of x."""
+    if not (node.op == "reduce" and node.fn == "sum"):
+        return None
+    square = rw.old.node(node.args[0].id)
+    if not (square.op == "pointwise" and square.fn == "mul" and len({a.id for a in square.args if isinstance(a, V)}) == 1
+            and all(isinstance(a, V) for a in square.args)):
+        return None
+    centred = rw.old.node(square.args[0].id)
+    if not (centred.op == "pointwise" and centred.fn == "sub" and all(isinstance(a, V) for a in centred.args)):
+        return None
+    x, mean = (rw.old.node(a.id) for a in centred.args)
+    if not (mean.op == "pointwise" and mean.fn == "div" and isinstance(mean.args[0], V) and isinstance(mean.args[1], float)):
+        return None
+    total = rw.old.node(mean.args[0].id)
+    axes = node.attr("axes")
+    count = float(math.prod(x.shape[a] for a in axes))
+    if not (total.op == "reduce" and total.fn == "sum" and total.args[0].id == x.id and total.attr("axes") == axes
+            and mean.args[1] == count and x.shape == square.shape):
+        return None
+    from pipeline.expert.rowkernel import PERSISTENT_MAX, next_pow2
+
+    if next_pow2(int(count)) <= PERSISTENT_MAX:
+        return None  # a row held in registers is read once either way; the two-pass form is the more exact
+    rw.b.origin = node.origin
+    squares = rw.b.reduce("sum", rw.b.pw("mul", rw.map[x.id], rw.map[x.id]), axes)
+    sums = rw.map[total.id]
+    return rw.b.pw("clamp", rw.b.pw("sub", squares, rw.b.pw("div", rw.b.pw("mul", sums, sums), count)), lo=0.0, hi=None)
+
+
 def sum_of_linear(node: Node, rw: Rewriter) -> V | None:
     if not (node.op == "reduce" and node.fn == "sum"):
         return None
@@ -304,6 +412,7 @@ TRANSFORMS: tuple[tuple[str, Callable[[], Callable[[Node, Rewriter], V | None]]]
     ("bias_before_batch_norm", BiasBeforeBatchNorm),
     ("sum_of_linear", lambda: sum_of_linear),
     ("reshape_sinking", lambda: reshape_sinking),
+    ("one_pass_moments", lambda: one_pass_moments),
 )
 MAX_PASSES = 4  # sinking a reshape below one op exposes the next: a few passes reach the fixed point
 
@@ -324,11 +433,18 @@ def apply(graph: Graph, rules) -> tuple[Graph, list[str]]:
 
 
 def lower_rules(graph: Graph, options: Options) -> tuple[Graph, list[str]]:
-    """The lowering rewrites every seed gets (matvec as a reduction when GEMMs are Triton's), and split-K when the
-    options ask for it (its sum then takes the epilogue, by sinking the reshape)."""
+    """The lowering rewrites: split reductions when the options allow it, matvec as a reduction when GEMMs are
+    Triton's, and split-K when the options ask for it (its sum then takes the epilogue, by sinking the reshape)."""
+    applied: list[str] = []
+    if options.split:
+        graph, changed = Rewriter(graph).run(SplitReduction())
+        if changed:
+            graph, _ = apply(graph, (("reshape_sinking", lambda: reshape_sinking),))  # the combine takes what follows
+            applied.append("split_reduction")
     if options.gemm != "triton":
-        return graph, []
-    graph, applied = apply(graph, LOWERING_RULES)
+        return graph, applied
+    graph, lowered = apply(graph, LOWERING_RULES)
+    applied += lowered
     if options.split_k > 1:
         split = SplitK(options.split_k)
         graph, changed = Rewriter(graph).run(split)

@@ -72,7 +72,30 @@ class _Fuser:
         for node in self.graph.nodes:
             if node.id in live:
                 self.place(node)
+        self.merge_siblings()
         return Schedule(self.graph, tuple(self.order(live)))
+
+    def merge_siblings(self) -> None:
+        """Row kernels walking the same domain and reducing the same axes, that read a common input and do not
+        depend on each other, become one (a norm's sum of x and sum of x*x read x once)."""
+        for target in range(len(self.groups)):
+            for source in range(target + 1, len(self.groups)):
+                t, s = self.groups[target], self.groups[source]
+                if t is None or s is None or t.kind != "row" or s.kind != "row":
+                    continue
+                if (t.domain, t.raxes) != (s.domain, s.raxes) or t.raxes is None or not self._share_input(t, s):
+                    continue
+                if not self._between(source, target) and not self._between(target, source) and not self._reads_from(source, target) \
+                        and not self._reads_from(target, source):
+                    self._merge(source, target)
+
+    def _share_input(self, a: _Group, b: _Group) -> bool:
+        reads = lambda g: {i for n in g.nodes for i in self.graph.node(n).inputs if self.owner.get(i) is None}  # noqa: E731
+        return bool(reads(a) & reads(b))
+
+    def _reads_from(self, reader: int, written: int) -> bool:
+        """Does a node of `reader` read a value `written` computes (directly)?"""
+        return any(self.owner.get(i) == written for n in self.groups[reader].nodes for i in self.graph.node(n).inputs)
 
     # placement ----------------------------------------------------------------------------------------------------
 

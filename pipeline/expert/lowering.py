@@ -55,8 +55,8 @@ class Lowering:
     def lower(self, options: Options) -> Lowered:
         from pipeline.expert.algebra import lower_rules, simplify
 
-        graph, lowered = lower_rules(self.graph, options)
-        graph, rewrites = simplify(graph, options) if options.algebra else (graph, [])
+        graph, rewrites = simplify(self.graph, options) if options.algebra else (self.graph, [])
+        graph, lowered = lower_rules(graph, options)  # after the rewrites: a split would hide their patterns
         plan = schedule(graph, options)
         rules = tuple(dict.fromkeys([*rules_of(plan, options), *lowered, *rewrites]))
         record = Record(self.captured.fingerprint, options, rules)

@@ -15,7 +15,7 @@ class Options:
     conv: str = "triton"  # triton: an implicit-GEMM Triton convolution; library: torch's convolution
     precision: str = "tf32x3"  # tl.dot on fp32: tf32x3 (three TF32 passes, fp32-level error) or ieee (exact fp32 FMA)
     reduction: str = "auto"  # auto: rows held in registers when they fit, else looped; looped: always looped
-    split: bool = False  # split long reductions with few rows into partial sums and a combine
+    split: bool = False  # long reductions over too few rows to fill the GPU: partials by many programs, then a combine
     algebra: bool = False  # exact algebraic rewrites (pipeline.expert.algebra)
     group_m: int = 8  # GEMM: programs grouped along M so neighbours share tiles in L2 (1: row-major order)
     persistent: bool = False  # GEMM: one program per SM looping over tiles

@@ -23,10 +23,11 @@ class Paradigm:
 PARADIGMS = (
     Paradigm("fused_triton", "every GEMM and convolution as a Triton kernel with its epilogue fused (fp32 through "
              "tf32x3 tensor-core passes), every reduction fused with the pointwise work around it, rows held in "
-             "registers where they fit", Options(paradigm="fused_triton")),
+             "registers where they fit, long reductions over few rows split into partials and a combine",
+             Options(paradigm="fused_triton", split=True)),
     Paradigm("library_core", "GEMMs and convolutions kept in cuBLAS/cuDNN (exact fp32), everything around them fused "
              "into Triton kernels: the library's tuned core plus one pass for the rest",
-             Options(paradigm="library_core", gemm="library", conv="library")),
+             Options(paradigm="library_core", gemm="library", conv="library", split=True)),
     Paradigm("streaming_exact", "reductions streamed through the rows in chunks (one pass per level, any row length) "
              "and Triton GEMMs in exact fp32 FMA (input_precision ieee)",
              Options(paradigm="streaming_exact", reduction="looped", precision="ieee")),

@@ -40,7 +40,8 @@ CASES = [  # (problem, the rules expected to fire)
     (tiny("11_Linear_BatchNorm1d_ReLU"), {"bias_before_batch_norm"}),
     (tiny("3_Conv2d_BatchNorm_GELU"), {"bias_before_batch_norm"}),
     (tiny("10_Conv2d_GroupNorm_Tanh_MaxPool"), {"reshape_sinking"}),
-    (tiny("11_GroupNorm"), set()),  # its reshape back is the output: nothing after it to sink
+    (fixture("long_rows_norm"), {"one_pass_moments"}),
+    (tiny("11_GroupNorm"), set()),  # its reshape back is the output: nothing after it to sink; rows fit registers
     (tiny("5_Linear_LayerNorm_Swish"), set()),  # a bias per column does not cancel in a norm over those columns
     (tiny("23_Softmax"), set()),
 ]
@@ -101,6 +102,29 @@ def test_split_k_splits_only_gemms_whose_tiles_leave_the_gpu_idle():
     check_equivalent(path, graph)
     untouched, changed = apply(graph_of(tiny("1_GEMM_Square")), (("split", lambda: SplitK(16)),))
     assert not changed
+
+
+def test_split_reduction_gives_partials_by_many_programs_and_a_combine():
+    path = fixture("batchnorm_few_channels")
+    graph, applied = lower_rules(graph_of(path), Options(split=True))
+    assert applied == ["split_reduction"]
+    reduces = [graph.node(i) for i in sorted(graph.live()) if graph.node(i).op == "reduce"]
+    assert {n.attr("axes") for n in reduces} == {(2, 3), (0,)}  # per image and channel, then over the batch
+    check_equivalent(path, graph)
+    sliced, applied = lower_rules(graph_of(fixture("long_rows_norm")), Options(split=True))
+    axes = {sliced.node(i).shape for i in sliced.live() if sliced.node(i).op == "reduce"}
+    assert (32, 1, 8) in axes  # the 16384 rows of one column in 32 slices of 512
+    check_equivalent(fixture("long_rows_norm"), sliced)
+    assert lower_rules(graph_of(tiny("23_Softmax")), Options(split=True))[1] == []  # enough rows: nothing to split
+
+
+def test_one_pass_moments_reads_the_row_once_for_both_statistics():
+    from pipeline.expert.lowering import Lowering
+
+    lowering = Lowering.of(fixture("long_rows_norm").read_text())
+    plain, transformed = lowering.lower(Options()), lowering.lower(Options(algebra=True))
+    passes = lambda source: source.count("for r0 in range(0, RNUMEL, RBLOCK)")  # noqa: E731
+    assert passes(transformed.source) == passes(plain.source) - 1
 
 
 def test_every_transformation_has_a_fixture_that_exercises_it():
