@@ -41,6 +41,7 @@ class Rewriter:
         self.old, self.b = graph, Builder()
         self.map: dict[int, V] = {}
         self.users = graph.users()
+        self.views: dict[tuple, V] = {}  # (old node, outer shape, inner shape) -> its view built by a rule
 
     def arg(self, value: Any) -> Any:
         if isinstance(value, V):
@@ -165,8 +166,9 @@ class SplitReduction:
 
     def _rows_per_program(self, x: Node, axes: tuple[int, ...]) -> int:
         """1 when the rows are contiguous in memory (one program per row), else a tile of 64 kept elements."""
-        innermost = max((a for a, n in enumerate(x.shape) if n > 1), key=lambda a: -abs(x.stride[a]) if x.stride[a] else -10**18, default=None)
-        return 1 if innermost is None or innermost in axes else 64
+        from pipeline.expert.rowkernel import reduces_contiguous_axis
+
+        return 1 if reduces_contiguous_axis(x.shape, x.stride, axes) else 64
 
     def _sliced(self, node: Node, x: Node, axis: int, programs: int, rw: Rewriter) -> V | None:
         n = x.shape[axis]
@@ -200,10 +202,13 @@ def _rebuilt(rw: Rewriter, old_id: int, outer: tuple[int, ...], inner: tuple[int
     elif node.op == "iota":
         return None  # an index along an axis that the view splits: not worth it
     else:
-        value = rw.map[old_id]
-        if node.shape != tuple(outer):
-            value = rw.b.view(value, "expand", tuple(outer))
-        out = rw.b.view(value, "reshape", tuple(inner))
+        key = (old_id, tuple(outer), tuple(inner))
+        if key not in rw.views:  # one view per value and shape, so kernels reading it are seen to share the read
+            value = rw.map[old_id]
+            if node.shape != tuple(outer):
+                value = rw.b.view(value, "expand", tuple(outer))
+            rw.views[key] = rw.b.view(value, "reshape", tuple(inner))
+        out = rw.views[key]
         if rw.node(out).meta.contiguous and node.numel < math.prod(inner):
             return None  # torch would copy the broadcast: no
     memo[old_id] = out
@@ -319,9 +324,9 @@ def one_pass_moments(node: Node, rw: Rewriter) -> V | None:
     if not (total.op == "reduce" and total.fn == "sum" and total.args[0].id == x.id and total.attr("axes") == axes
             and mean.args[1] == count and x.shape == square.shape):
         return None
-    from pipeline.expert.rowkernel import PERSISTENT_MAX, next_pow2
+    from pipeline.expert.rowkernel import held_in_registers, reduces_contiguous_axis
 
-    if next_pow2(int(count)) <= PERSISTENT_MAX:
+    if held_in_registers(int(count), reduces_contiguous_axis(x.shape, x.stride, axes)):
         return None  # a row held in registers is read once either way; the two-pass form is the more exact
     rw.b.origin = node.origin
     squares = rw.b.reduce("sum", rw.b.pw("mul", rw.map[x.id], rw.map[x.id]), axes)

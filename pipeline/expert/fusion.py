@@ -68,7 +68,8 @@ class _Fuser:
         self.host: list[int] = []
 
     def run(self) -> Schedule:
-        live = self.graph.live()
+        live = self.live = self.graph.live()
+        self.users = self.graph.users()
         for node in self.graph.nodes:
             if node.id in live:
                 self.place(node)
@@ -90,7 +91,8 @@ class _Fuser:
                     self._merge(source, target)
 
     def _share_input(self, a: _Group, b: _Group) -> bool:
-        reads = lambda g: {i for n in g.nodes for i in self.graph.node(n).inputs if self.owner.get(i) is None}  # noqa: E731
+        inside = set(a.nodes) | set(b.nodes)
+        reads = lambda g: {i for n in g.nodes for i in self.graph.node(n).inputs if i not in inside}  # noqa: E731
         return bool(reads(a) & reads(b))
 
     def _reads_from(self, reader: int, written: int) -> bool:
@@ -131,6 +133,8 @@ class _Fuser:
 
     def place_pointwise(self, node: Node) -> None:
         candidates = self._input_groups(node)
+        if self._feeds_reductions_only(node):  # computed where it is reduced, not stored by a GEMM's epilogue
+            candidates = [g for g in candidates if self.groups[g].anchor is None]
         for g in candidates:
             if self._fits(node.shape, self.groups[g]) and not self._cycle(node, g):
                 self._join(node, g)
@@ -139,6 +143,10 @@ class _Fuser:
                         self._merge(other, g)
                 return
         self._new(_Group("row", None, node.shape, None, [node.id]))
+
+    def _feeds_reductions_only(self, node: Node) -> bool:
+        users = [u for u in self.users[node.id] if u in self.live]
+        return bool(users) and all(self.graph.node(u).op == "reduce" for u in users) and node.id not in self.graph.output_ids()
 
     def place_reduce(self, node: Node) -> None:
         source = node.args[0].id

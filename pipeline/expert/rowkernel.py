@@ -47,6 +47,22 @@ class RowConfig:
     num_warps: int
 
 
+def held_in_registers(rnumel: int, reduces_contiguous: bool, looped: bool = False) -> bool:
+    """Are whole rows held in registers (one pass) rather than streamed in chunks? Rows along the contiguous axis
+    fit up to PERSISTENT_MAX; rows across it (a column statistic) only when short, since the tile must also be 32
+    wide along the contiguous kept axis for its loads to coalesce."""
+    if looped:
+        return False
+    rblock = next_pow2(rnumel)
+    return rblock <= PERSISTENT_MAX if reduces_contiguous else rblock <= PERSISTENT_MAX // 64
+
+
+def reduces_contiguous_axis(shape: tuple[int, ...], stride: tuple[int, ...], axes: tuple[int, ...]) -> bool:
+    """Is the innermost memory axis (the smallest non-zero stride) of a tensor among the reduced axes?"""
+    used = [(abs(s), a) for a, (n, s) in enumerate(zip(shape, stride)) if n > 1 and s]
+    return not used or min(used)[1] in axes
+
+
 def next_pow2(n: int) -> int:
     return 1 << max(0, (max(n, 1) - 1).bit_length())
 
@@ -86,12 +102,14 @@ class RowKernel:
             block = self.options.row_block or min(1024, next_pow2(self.xnumel))
             return RowConfig("pointwise", block, 1, 4 if block >= 512 else max(1, block // 128))
         rblock = next_pow2(self.rnumel)
-        if rblock <= PERSISTENT_MAX and self.options.reduction != "looped":
-            xblock = min(max(1, 2048 // rblock), next_pow2(self.xnumel))
-            while xblock > 1 and -(-self.xnumel // xblock) < 264:  # keep two programs per SM where the rows allow
+        contiguous = self._reduces_contiguous()
+        if held_in_registers(self.rnumel, contiguous, self.options.reduction == "looped"):
+            floor = 1 if contiguous else min(64, next_pow2(self.xnumel))  # across the contiguous axis: 64 wide to coalesce
+            xblock = max(floor, min(max(1, 2048 // rblock), next_pow2(self.xnumel)))
+            while xblock > floor and -(-self.xnumel // xblock) < 264:  # keep two programs per SM where the rows allow
                 xblock //= 2
             return RowConfig("persistent", xblock, rblock, min(16, next_pow2(max(1, xblock * rblock // 256))))
-        if self._reduces_contiguous():
+        if contiguous:
             rblock = self.options.row_block or min(rblock, 2048)
             return RowConfig("looped", 1, rblock, 8 if rblock >= 1024 else 4)
         # The kept axis is the contiguous one: tiles wide along it so loads coalesce, short along the reduction.
@@ -105,8 +123,7 @@ class RowKernel:
             return True
         largest = max(loads, key=lambda n: n.numel)
         sizes, strides = aligned(largest.shape, largest.stride, len(self.domain))
-        used = [(abs(s), a) for a, (n, s) in enumerate(zip(sizes, strides)) if n > 1 and s]
-        return not used or min(used)[1] in self.rvar.axes
+        return reduces_contiguous_axis(sizes, strides, self.rvar.axes)
 
     def tunables(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
         c = self.config

@@ -53,15 +53,11 @@ def facts(lowering: Lowering, options: Options) -> Facts:
         if k.kind in ("gemm", "conv"):
             gemms.append(_gemm_shape(k, lowered.schedule.graph))
         elif k.raxes:
-            from pipeline.expert.rowkernel import PERSISTENT_MAX, next_pow2
+            from pipeline.expert.rowkernel import RowKernel
 
-            reduced = 1
-            for axis in k.raxes:
-                reduced *= k.domain[axis]
-            if next_pow2(reduced) <= PERSISTENT_MAX and options.reduction != "looped":
-                persistent = True
-            else:
-                looped = True
+            mode = RowKernel(k, lowered.schedule.graph, options, "probe", {}, {}).config.mode
+            persistent |= mode == "persistent"
+            looped |= mode == "looped"
     return Facts(tuple(gemms), persistent, looped)
 
 
