@@ -162,7 +162,8 @@ class Writer:
         if kept:
             parts.append("\n".join(kept) + "\n")
         parts += [HELPERS[h] for h in helpers]
-        for _, emitted in kernels:
+        # the kernel worth tuning is defined first: the tuning engine takes the first kernel with its tunables
+        for _, emitted in sorted(kernels, key=lambda ke: -ke[1].bytes_moved):
             parts += [emitted.kernel, emitted.launcher]
         needs_device = any(re.search(r"\bdevice\b(?!=)", line) for line in forward)
         body = ([f"device = {self._device()}"] if needs_device else []) + forward

@@ -1,11 +1,12 @@
-"""The expert tests share one capture cache (a temporary $EGG_CACHE), so each problem is recorded once per run."""
+"""The expert tests share one capture cache (a temporary $EGG_CACHE, for this package only: other tests find their
+caches where they expect them), so each problem is recorded once per run."""
 
 from __future__ import annotations
 
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def expert_cache(tmp_path_factory):
     import os
 

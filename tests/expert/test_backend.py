@@ -225,3 +225,11 @@ def test_an_illegal_address_gets_wide_indices_and_then_the_safer_lowerings_until
         rules.append(re.match(r"rule (\w+):", reply.cause).group(1))
     assert rules == ["wide_index", "streamed_rows", "library_gemm"]
     assert "to(tl.int64)" in BACKEND.repair(kernel, failed, source(path)).kernel
+
+
+def test_the_tunables_belong_to_the_kernel_that_moves_the_most_and_it_comes_first():
+    kernel = seed(tiny("5_Linear_LayerNorm_Swish")).kernel  # a GEMM, then a row kernel with its own XBLOCK
+    reply = BACKEND.rewrite(kernel, "memory", "objective", plan_of("memory_bound"), [], "1 ms")
+    names = [t.name for t in reply.tunables]
+    first = re.search(r"@triton\.jit\ndef (\w+_kernel)\((?!x\):)", reply.kernel).group(1)
+    assert tuned_kernel(reply.kernel, names) == first and first.startswith("gemm")
