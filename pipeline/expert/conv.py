@@ -116,7 +116,7 @@ class ConvKernel:
         return "\n".join(lines) + "\n"
 
     def summary(self) -> str:
-        fused = f", {len(self.k.nodes)} epilogue ops fused" if self.k.nodes else ""
+        fused = f", {len(self.k.nodes)} epilogue op{'s' if len(self.k.nodes) > 1 else ''} fused" if self.k.nodes else ""
         return (f"Triton implicit-GEMM conv2d {list(self.x.shape)} * {list(self.w.shape)} -> {list(self.conv.shape)}{fused}"
                 + (f", fp32 through tl.dot input_precision={self.options.precision}." if self.dtype == "float32" else "."))
 

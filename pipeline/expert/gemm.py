@@ -145,7 +145,7 @@ class GemmKernel:
         return "\n".join(lines) + "\n"
 
     def summary(self) -> str:
-        fused = f", {len(self.k.nodes)} epilogue ops fused" if self.k.nodes else ""
+        fused = f", {len(self.k.nodes)} epilogue op{'s' if len(self.k.nodes) > 1 else ''} fused" if self.k.nodes else ""
         precision = f", fp32 through tl.dot input_precision={self.options.precision}" if self.dtype == "float32" else ""
         return f"Triton GEMM {self.batch_count}x[{self.m}x{self.kdim}]@[{self.kdim}x{self.n}]{fused}{precision}."
 

@@ -21,6 +21,7 @@ from pipeline.expert.graph import TensorMeta, contiguous_strides
 
 FLOATS = ("float64", "float32", "bfloat16", "float16")
 COMPUTE_OPS = ("pointwise", "reduce", "matmul", "conv", "iota")
+PURE = frozenset({"pointwise", "reduce", "matmul", "conv", "iota", "view", "input", "param"})  # library calls may not be
 
 
 @dataclass(frozen=True)
@@ -150,13 +151,20 @@ class Builder:
     nodes: list[Node] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)
     origin: str = ""  # set by the decomposer while it lowers one recorded call
+    seen: dict = field(default_factory=dict)  # pure nodes by what they compute (common subexpressions)
 
     def add(self, op: str, fn: str, args: tuple, shape: tuple[int, ...], dtype: str, layout: tuple[int, ...] | None = None,
             **attrs: Any) -> V:
-        """A new node; `layout` is its strides (contiguous unless given)."""
-        node = Node(len(self.nodes), op, fn, tuple(args), tuple(sorted(attrs.items())), tuple(shape), dtype,
-                    tuple(layout) if layout is not None else contiguous_strides(tuple(shape)), self.origin)
+        """A new node; `layout` is its strides (contiguous unless given). A pure node that repeats an earlier one
+        (same op, arguments and attributes) is that node: the decompositions may ask for x - mean twice."""
+        stride = tuple(layout) if layout is not None else contiguous_strides(tuple(shape))
+        key = (op, fn, tuple(args), tuple(sorted(attrs.items())), tuple(shape), dtype, stride)
+        if op in PURE and key in self.seen:
+            return self.seen[key]
+        node = Node(len(self.nodes), op, fn, tuple(args), key[3], tuple(shape), dtype, stride, self.origin)
         self.nodes.append(node)
+        if op in PURE:
+            self.seen[key] = V(node.id)
         return V(node.id)
 
     def node(self, value: V) -> Node:

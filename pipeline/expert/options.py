@@ -18,7 +18,6 @@ class Options:
     split: bool = False  # long reductions over too few rows to fill the GPU: partials by many programs, then a combine
     algebra: bool = False  # exact algebraic rewrites (pipeline.expert.algebra)
     group_m: int = 8  # GEMM: programs grouped along M so neighbours share tiles in L2 (1: row-major order)
-    persistent: bool = False  # GEMM: one program per SM looping over tiles
     split_k: int = 1  # GEMM: at most this many K slices for GEMMs too small to fill the GPU, summed by a second kernel
     gemm_tile: tuple[int, int, int] | None = None  # GEMM (BLOCK_M, BLOCK_N, BLOCK_K); None: chosen from the shapes
     num_stages: int | None = None  # GEMM/conv software pipelining depth; None: chosen from the tile

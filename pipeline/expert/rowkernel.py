@@ -229,7 +229,7 @@ class RowKernel:
         kept = [self.domain[a] for a in self.xvar.axes]
         what = (f"each row of {self.rnumel} held in registers (RBLOCK >= {self.rnumel})" if c.mode == "persistent"
                 else f"rows of {self.rnumel} walked in RBLOCK chunks, one pass per level of reduction")
-        return [f"# domain {list(self.domain)}: {self.xnumel} rows (kept axes {kept}) x {self.rnumel} reduced, {what}."]
+        return [f"# domain {list(self.domain)}: {self.xnumel} rows (kept sizes {kept}) x {self.rnumel} reduced, {what}."]
 
     def _start(self) -> list[str]:
         wide = self.options.wide_index or wide_offsets([(self.graph.node(i).shape, self.graph.node(i).stride) for i in (*self.k.loads, *self.k.outputs)])
