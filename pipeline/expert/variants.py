@@ -89,13 +89,18 @@ def _tile(bigger: bool) -> Callable[[Options, Facts], Options | None]:
     def make(options: Options, f: Facts) -> Options | None:
         if not f.gemms:
             return None
-        from pipeline.expert.gemm import default_tile, shared_bytes
+        from pipeline.expert.gemm import SHARED_LIMIT_BYTES, default_tile, shared_bytes, tile_ladder
 
         m, n, k, dtype = max(f.gemms, key=lambda g: g[0] * g[1] * g[2])
+        ladder = tile_ladder(dtype)
         bm, bn, bk, _, stages = default_tile(m, n, k, dtype, options.precision)
         current = options.gemm_tile or (bm, bn, bk)
-        tile = (current[0], min(256, current[1] * 2), current[2]) if bigger else (max(16, current[0] // 2), current[1], current[2])
-        if tile == current or shared_bytes(*tile, options.num_stages or stages, dtype) > 200 * 1024:
+        size = current[0] * current[1] * current[2]
+        steps = [t for t in ladder if (t[0] * t[1] * t[2] > size if bigger else t[0] * t[1] * t[2] < size)]
+        if not steps:
+            return None
+        tile = steps[0] if bigger else steps[-1]
+        if tile[0] > max(16, m) * 2 or shared_bytes(*tile, options.num_stages or stages, dtype) > SHARED_LIMIT_BYTES:
             return None
         return options.but(gemm_tile=tile)
 

@@ -22,6 +22,11 @@ CASES = [  # (problem, options, kernels expected to use wgmma)
     ("level1/11_GroupNorm.py", Options(), 0),  # rows of 524288 streamed
     ("level2/9_Linear_SiLU_Residual_BF16.py", Options(), 1),
     ("level3/1_MLP_3Layer.py", Options(split_k=16), 3),
+    ("level1/1_GEMM_Square.py", Options(precision="ieee", reduction="looped"), 0),  # the streaming_exact seed: FMA, no wgmma
+    ("level1/1_GEMM_Square.py", Options(gemm_tile=(128, 128, 64)), 1),  # the largest fp32 tile of the variants' ladder
+    ("level1/1_GEMM_Square.py", Options(num_stages=5), 1),  # the deepest pipelining variant
+    ("level1/6_GEMM_Square_FP16.py", Options(gemm_tile=(128, 256, 64), num_stages=3), 1),  # the largest half tile
+    ("level1/10_BatchNorm2d_Train.py", Options(split=True, algebra=True), 0),
 ]
 
 
@@ -30,7 +35,7 @@ def captured():
     prime([(SUITE / name).read_text() for name, _, _ in CASES])
 
 
-@pytest.mark.parametrize("name,options,tensor_core_kernels", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,options,tensor_core_kernels", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_every_kernel_compiles_for_sm90_without_spills_within_shared_memory(tmp_path, name, options, tensor_core_kernels):
     problem = SUITE / name
     lowered = Lowering.of(problem.read_text()).lower(options)
