@@ -28,6 +28,9 @@ commands' JSON files (no GPU needed):
 
 Smoke test without a GPU (tiny twins, Triton's interpreter, no timings):
     PYTHONPATH=. python bench/expert_h200.py --out /tmp/e --device cpu --problems tiny --only 23_Softmax,1_GEMM_Square
+The CPU acceptance of issue 16 (egg optimize with no model on every tiny problem, then egg check on best.py; ~15 min):
+    PYTHONPATH=. python bench/expert_h200.py --out /tmp/e --device cpu --problems tiny --mode optimize --seeds 3 \
+        --rounds 1 --check --per-problem-s 600 --deadline-s 3600
 """
 
 from __future__ import annotations
@@ -137,10 +140,20 @@ def optimize_mode(path: Path, options: EvalOptions, args: argparse.Namespace, bu
              "median_ms": a.median_ms, "kept": a.accepted} for a in outcome.progress.attempts]
     final = outcome.final
     if final is not None:
-        rows.append(candidate_row("winner, re-verified on a held-out seed", "", final, final.duration_s))
+        rows.append(candidate_row("winner, re-verified on a held-out seed", outcome.progress.attempts and
+                                  next((a.note for a in outcome.progress.attempts if a.candidate_id == outcome.progress.best_id), "") or "",
+                                  final, final.duration_s))
         rows[-1]["final"] = True
-    return {"candidates": rows, "baselines": _baselines(outcome.reference), "environment": outcome.reference.get("environment", {}),
-            "headline": outcome.headline()}
+    measured = {"candidates": rows, "baselines": _baselines(outcome.reference), "environment": outcome.reference.get("environment", {}),
+                "headline": outcome.headline(), "best_is_reference": outcome.best_is_reference}
+    if args.check:  # best.py judged again as `egg check` judges it (default options, a fresh judge)
+        from pipeline.judge import evaluate
+        from pipeline.problems.loader import load_candidate, load_problem
+
+        checked = evaluate(load_problem(path), load_candidate(run_dir / "best.py"), EvalOptions(device=options.device))
+        measured["check"] = {"status": checked.status.value, "reason": checked.reason[:300]}
+        measured["best_py_triton"] = "@triton.jit" in (run_dir / "best.py").read_text(encoding="utf-8")
+    return measured
 
 
 def _baselines(reference: dict[str, Any]) -> dict[str, float | None]:
@@ -160,7 +173,7 @@ def answer(row: dict[str, Any], mode: str) -> dict[str, Any]:
     best = min(pool, key=lambda c: c["median_ms"], default=None)
     result = {"best": None if best is None else {k: best[k] for k in ("label", "rules", "median_ms", "speedups")}}
     if eager is None:  # --device cpu: correctness only
-        passed = [c for c in row["candidates"] if c.get("status") == "ok"]
+        passed = [c for c in row["candidates"] if c.get("status") == "ok" and (mode != "optimize" or c.get("final"))]
         return {"best": {k: passed[0].get(k) for k in ("label", "rules", "median_ms", "speedups")} if passed else None,
                 "kept_reference": not passed, "why": "not timed on this device" if passed else "no candidate passed the judge",
                 "egg_ms": None, "egg_vs_eager": None, "egg_vs_compile": None, "correct": bool(passed)}
@@ -230,7 +243,7 @@ def levels_table(rows: list[dict[str, Any]]) -> list[str]:
              "kept the reference |", "|---|---|---|---|---|---|---|"]
     for level in sorted({r["level"] for r in rows}):
         done = [r for r in rows if r["level"] == level and "error" not in r and "egg_ms" in r]
-        lines.append(f"| {level} | {len(done)} | {sum(r['correct'] for r in done)} | {sum(not r['kept_reference'] for r in done)} | "
+        lines.append(f"| {level} | {len(done)} | {sum(r['correct'] for r in done)} | {sum(bool(r['egg_vs_eager'] and r['egg_vs_eager'] > 1) for r in done)} | "
                      f"{_x(geomean([r['egg_vs_eager'] for r in done]))} | {_x(geomean([r['egg_vs_compile'] for r in done]))} | "
                      f"{sum(r['kept_reference'] for r in done)} |")
     return lines
@@ -246,6 +259,8 @@ def problems_table(rows: list[dict[str, Any]]) -> list[str]:
         judged = [c for c in r["candidates"] if c.get("status") not in ("not_run",) and not c.get("final")]
         passed = sum(c.get("status") == "ok" for c in judged)
         what = f"reference ({r['why']})" if r["kept_reference"] else f"{r['best']['label']} [{r['best']['rules']}]"
+        if "check" in r:
+            what += f"; egg check on best.py: {r['check']['status']}" + ("" if r.get("best_py_triton") else " (not a Triton file)")
         lines.append(f"| {r['problem']} | {_ms(r['baselines'].get('eager'))} | {_ms(r['baselines'].get('compile'))} | {_ms(r['egg_ms'])} | "
                      f"{_x(r['egg_vs_eager'])} | {_x(r['egg_vs_compile'])} | {passed}/{len(judged)} | {what.replace('|', '/')} |")
     return lines
@@ -310,7 +325,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="where expert_h200.json / .md / _winners.json go")
     parser.add_argument("--mode", choices=("seeds", "optimize"), default="seeds")
-    parser.add_argument("--problems", choices=("suite", "tiny"), default="suite")
+    parser.add_argument("--problems", choices=("suite", "tiny"), default="suite", help="tiny: the CPU twins (levels 1-3)")
     parser.add_argument("--level", default="", help="comma-separated levels, e.g. 2,3 (default: all)")
     parser.add_argument("--only", default="", help="comma-separated problem names, e.g. 1_GEMM_Square,level2/8_BMM_Scale_Softmax")
     parser.add_argument("--shard", default="0/1", help="K/N: every N-th problem of the interleaved order, from the K-th (one per call)")
@@ -318,6 +333,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--transforms", action=argparse.BooleanOptionalAction, default=True, help="judge transformed seeds too")
     parser.add_argument("--rounds", type=int, default=1, help="optimize mode: rounds per stage-2 sub-stage")
     parser.add_argument("--tune-evals", type=int, default=4, help="optimize mode: tuning configurations per rewrite")
+    parser.add_argument("--check", action="store_true", help="optimize mode: judge best.py again as `egg check` does")
     parser.add_argument("--quick", action="store_true", help=f"fewer judge trials: {QUICK}")
     parser.add_argument("--per-problem-s", type=float, default=180.0, help="time limit per problem")
     parser.add_argument("--deadline-s", type=float, default=540.0,

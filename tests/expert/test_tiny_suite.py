@@ -1,7 +1,7 @@
 """The acceptance on CPU, for every problem of the tiny suite: the expert's first seed passes the real judge (fewer
 trials than `egg check`), and every seed it offers is a Triton candidate the delegation rule would not ban. The
-whole `egg optimize` on each problem (scripts/expert_tiny_suite.sh) takes ~15 minutes; two of them run in
-tests/expert/test_optimize_expert.py."""
+whole `egg optimize` on each problem with `egg check` after it (`bench/expert_h200.py --device cpu --problems tiny
+--mode optimize --check`, see its docstring) takes ~15 minutes; one runs in tests/expert/test_optimize_expert.py."""
 
 from __future__ import annotations
 
