@@ -116,7 +116,7 @@ class ExpertBackend:
         if lowering is None:
             return NoProposal("the problem this kernel was made for is not in this machine's capture cache ($EGG_CACHE/expert)")
         known = facts(lowering, record.options)
-        offers: list[tuple[str, str, Lowered]] = []
+        offers: list[tuple[str, str, Lowered, str]] = []
         seen = {kernel}
         for variant in ranked(stage, diagnosis):
             options = variant.make(record.options, known)
@@ -129,10 +129,10 @@ class ExpertBackend:
             if lowering.delegates(lowered) or lowered.source in seen:
                 continue
             seen.add(lowered.source)
-            offers.append((variant.name, variant.why, lowered))
+            offers.append((variant.name, variant.why, lowered, variant.target))
         if rejected < len(offers):
-            name, why, lowered = offers[rejected]
-            tunables = tunables_for(stage, lowered.written.tunables)
+            name, why, lowered, target = offers[rejected]
+            tunables = tunables_for(stage, lowered.written.tunables_of(target))
             searched = f"; the tuning engine searches {', '.join(n for n, _ in tunables)}" if tunables else ""
             return KernelReply(paradigm=record.options.paradigm, rationale=f"rule {name}: {why}{searched}.",
                                tunables=_tunables(tunables), kernel=lowered.source)

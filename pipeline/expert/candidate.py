@@ -24,6 +24,11 @@ class Written:
     tunables: tuple[tuple[str, tuple[int, ...]], ...]  # of the kernel worth tuning (the most bytes moved)
     rules: tuple[str, ...]
     kernels: int
+    by_kind: tuple[tuple[str, tuple], ...] = ()  # ("gemm" | "row", tunables of the largest kernel of that kind)
+
+    def tunables_of(self, kind: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """The tunables of the largest GEMM/convolution ("gemm") or row kernel ("row"), else the dominant one's."""
+        return dict(self.by_kind).get(kind, self.tunables)
 
 
 def kernel_name(kernel: Kernel, graph: Graph, index: int) -> str:
@@ -98,7 +103,12 @@ class Writer:
             raise ValueError("nothing to launch: every op of this graph stays in torch")
         lines.append(f"return {literal_outputs(self.graph.outputs, self.forward_names)}")
         best = max(kernels, key=lambda ke: ke[1].bytes_moved)[1]
-        return Written(self._file(kernels, lines), best.tunables, tuple(self.record.rules), len(kernels))
+        by_kind = []
+        for kind in ("gemm", "row"):
+            of_kind = [e for k, e in kernels if ("gemm" if k.kind in ("gemm", "conv") else "row") == kind]
+            if of_kind:
+                by_kind.append((kind, max(of_kind, key=lambda e: e.bytes_moved).tunables))
+        return Written(self._file(kernels, lines), best.tunables, tuple(self.record.rules), len(kernels), tuple(by_kind))
 
     def _emit(self, kernel: Kernel, index: int, effects: dict[int, str]) -> Emitted:
         name = kernel_name(kernel, self.graph, index)

@@ -44,6 +44,7 @@ class Variant:
     why: str
     make: Callable[[Options, Facts], Options | None]  # None: does not apply
     favoured_by: tuple[str, ...] = ()  # bottleneck kinds that put it first
+    target: str = "gemm"  # the kernels it changes (gemm: GEMMs and convolutions; row: row kernels), whose numbers are tuned
 
 
 def facts(lowering: Lowering, options: Options) -> Facts:
@@ -142,13 +143,13 @@ VARIANTS = (
     Variant("smaller_gemm_tile", "tiling", "fewer registers per thread and more programs: a shorter output tile",
             _tile(False), ("occupancy_limited_registers", "latency_bound", "launch_bound")),
     Variant("rows_in_registers_or_streamed", "tiling", "rows held in registers (one pass) or streamed in chunks "
-            "(less register pressure, more passes)", _rows, ("occupancy_limited_registers", "latency_bound")),
+            "(less register pressure, more passes)", _rows, ("occupancy_limited_registers", "latency_bound"), "row"),
     Variant("deeper_pipelining", "memory", "one more stage of software pipelining so loads overlap the tensor cores",
             _stages(True), ("memory_bound", "latency_bound", "compute_bound_tensor")),
     Variant("shallower_pipelining", "memory", "one stage fewer: less shared memory per block, more blocks per SM",
             _stages(False), ("occupancy_limited_shared",)),
     Variant("longer_row_chunks", "memory", "longer chunks of a streamed row: fewer loop trips, wider loads", _chunk,
-            ("memory_bound", "latency_bound")),
+            ("memory_bound", "latency_bound"), "row"),
 )
 
 

@@ -233,3 +233,13 @@ def test_the_tunables_belong_to_the_kernel_that_moves_the_most_and_it_comes_firs
     names = [t.name for t in reply.tunables]
     first = re.search(r"@triton\.jit\ndef (\w+_kernel)\((?!x\):)", reply.kernel).group(1)
     assert tuned_kernel(reply.kernel, names) == first and first.startswith("gemm")
+
+
+def test_a_variant_of_the_row_kernels_hands_the_row_kernels_numbers_to_the_tuning_engine():
+    kernel = seed(ROOT / "data" / "problems" / "suite" / "level2" / "5_Linear_LayerNorm_Swish.py").kernel  # rows of 4096
+    gemm = BACKEND.rewrite(kernel, "tiling", "objective", plan_of("latency_bound"), [], "1 ms")
+    rows = BACKEND.rewrite(kernel, "tiling", "objective", plan_of("latency_bound"), [], "1 ms", feedback="no")
+    assert gemm.rationale.startswith("rule smaller_gemm_tile:") and rows.rationale.startswith("rule rows_in_registers_or_streamed:")
+    assert tuned_kernel(gemm.kernel, [t.name for t in gemm.tunables]).startswith("gemm")
+    names = [t.name for t in rows.tunables]
+    assert names and "BLOCK_M" not in names and tuned_kernel(rows.kernel, names).startswith("fused")

@@ -47,7 +47,7 @@ def test_egg_optimize_with_no_model_announces_the_expert_and_writes_a_verified_t
     assert kernels and plans
     for gate in kernels:  # every proposal at its gate like a model's, with the rule that made it
         assert gate.payload["author"] == "expert" and gate.payload["rationale"].startswith("rule ")
-        assert gate.payload["diff"]
+        assert gate.payload["diff"] or gate.payload["rationale"].startswith("rule tune_only:")  # the same kernel, for its numbers
     assert {g.payload["step"] for g in kernels} >= {"seed", "rewrite"}
     for gate in plans:
         assert gate.payload["author"] == "expert" and gate.payload["proposal"]["bottlenecks"]
@@ -55,8 +55,9 @@ def test_egg_optimize_with_no_model_announces_the_expert_and_writes_a_verified_t
 
 
 class TileJudge:
-    """A test double of the judge on a timed device: every candidate passes; a GEMM launched with 8 warps (the
-    template's default) takes 1.25 ms, with fewer 1 ms, so only the tuning engine's search finds the faster one."""
+    """A test double of the judge on a timed device: every candidate passes; a GEMM whose tiles are grouped by 4
+    along M takes 1 ms, any other 1.25 ms. No seed or structural variant groups by 4 (the template's default is 8,
+    the swizzle variant toggles 1 and 8): only the tuning engine's search finds it."""
 
     options = EvalOptions(device="cuda")
 
@@ -66,8 +67,7 @@ class TileJudge:
     def evaluate(self, problem: Problem, candidate: Candidate) -> EvalResult:
         source = Path(candidate.path).read_text()
         self.judged.append(source)
-        warps = re.search(r"GROUP_M=\d+, num_warps=(\d+)", source)
-        ms = 1.25 if warps is None or int(warps.group(1)) >= 8 else 1.0
+        ms = 1.0 if re.search(r"GROUP_M=4\b", source) else 1.25
         timing = Timing(ms, ms, 0.01, ms * 0.99, ms * 1.01, 100, "cuda_events")
         return EvalResult(Status.OK, "passed every check", problem, candidate, "cuda", timing=timing,
                           speedups={"eager": 2.0 / ms}, physical_floor_ms=0.1)
@@ -84,5 +84,5 @@ def test_on_a_timed_device_the_expert_tunables_are_searched_and_a_faster_configu
     tuned = [a for a in progress.attempts if a.origin == "tune"]
     assert tuned and all(a.status == "ok" for a in tuned)
     assert any(a.accepted for a in tuned) and progress.best_ms == 1.0  # the seed took 1.25 ms
-    assert re.search(r"num_warps=4", progress.best_source) and "# egg-expert: " in progress.best_source
+    assert re.search(r"GROUP_M=4\b", progress.best_source) and "# egg-expert: " in progress.best_source
     store.close()
