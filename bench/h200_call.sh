@@ -2,9 +2,9 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize judgespeed
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize judgespeed expert
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
-# CLOCKS_ARGS, VARIANCE_ARGS and OPTIMIZE_ARGS add arguments to those parts' scripts, e.g.
+# CLOCKS_ARGS, VARIANCE_ARGS, OPTIMIZE_ARGS and EXPERT_ARGS add arguments to those parts' scripts, e.g.
 # OPTIMIZE_ARGS='--only softmax' (JUDGESPEED_ARGS='--parts repeat,judge' splits judgespeed over two calls). Two
 # instances at once (one per GPU, CUDA_VISIBLE_DEVICES) need their own SITE
 # (where the wheels are installed); OPTIMIZE_TAG names an optimize part's files apart (optimize$OPTIMIZE_TAG.tar.gz),
@@ -59,6 +59,8 @@ for p in "$@"; do
       part judgespeed "${JUDGESPEED_S:-570}" python3 bench/judge_speed.py --out "$OUT/judgespeed" ${JUDGESPEED_ARGS:-} ;;
     optimize)
       part "optimize${OPTIMIZE_TAG:-}" "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize${OPTIMIZE_TAG:-}" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ${OPTIMIZE_ARGS:-} ;;
+    expert)  # the expert backend (no model) over the suite; EXPERT_ARGS e.g. "--level 1 --quick" or "--resume FILE"
+      part "expert${EXPERT_TAG:-}" "${EXPERT_S:-570}" python3 bench/expert_h200.py --out "$OUT/expert${EXPERT_TAG:-}" --deadline-s "$(( ${EXPERT_S:-570} - 40 ))" ${EXPERT_ARGS:-} ;;
     *) echo "unknown part $p" ;;
   esac
 done

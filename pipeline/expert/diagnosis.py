@@ -3,6 +3,10 @@
 Each bottleneck carries the profiler's own evidence, and each fix names the evidence that calls for it. Fixes are
 ranked for the stage asking (parallel mapping wants grid changes first, tiling wants tile sizes, memory wants
 access patterns), and the expected gain is bounded by the distance to the roofline when one is known.
+
+For the expert backend's own kernels (`diagnose_kernel`) two more rules read the kernel's record: a GEMM whose
+output tiles cannot fill the 132 SMs is an `underfilled_grid` (evidence: its tile count), and with no profile at all
+the judge's time against the physical floor still yields a plan.
 """
 
 from __future__ import annotations
@@ -67,6 +71,69 @@ def diagnose(measurements: Measurements, stage: str) -> Diagnosis | NoProposal:
         seen.add(classification.kind)
         bottlenecks.append(_bottleneck(classification, stage))
     return Diagnosis(bottlenecks=bottlenecks)
+
+
+SMS = 132
+
+
+def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, rejected: int = 0) -> Diagnosis | NoProposal:
+    """The rules' Diagnosis of one kernel: the profile's classification, the expert's own evidence from the kernel's
+    record, or the judge's timing alone. After `rejected` rejections the top fixes already refused are dropped."""
+    found = diagnose(measurements, stage)
+    bottlenecks = list(found.bottlenecks) if isinstance(found, Diagnosis) else []
+    grid = _grid_evidence(kernel) if stage == "parallel_mapping" else None
+    if grid is not None:
+        bottlenecks.insert(0, grid)
+    if not isinstance(found, Diagnosis):  # no profile: the judge's time against the floor still says something
+        timed = _timing_bottleneck(measurements, stage)
+        bottlenecks += [timed] if timed is not None else []
+    if not bottlenecks:
+        return found if isinstance(found, NoProposal) else NoProposal("nothing to diagnose from")
+    while rejected and bottlenecks:  # each rejection drops the plan's first fix; a bottleneck with none left goes
+        top = bottlenecks[0]
+        bottlenecks = ([Bottleneck(name=top.name, evidence=top.evidence, fixes=top.fixes[1:])] if len(top.fixes) > 1 else []) + bottlenecks[1:]
+        rejected -= 1
+    if not bottlenecks:
+        return NoProposal("every fix the rules had for this kernel was rejected")
+    return Diagnosis(bottlenecks=bottlenecks)
+
+
+def _grid_evidence(kernel: str) -> Bottleneck | None:
+    from pipeline.expert.algebra import split_k_slices
+    from pipeline.expert.lowering import Lowering
+    from pipeline.expert.record import read
+    from pipeline.expert.variants import facts
+
+    record = read(kernel)
+    lowering = Lowering.from_cache(record.problem) if record is not None else None
+    if lowering is None or record.options.split_k > 1:
+        return None
+    for m, n, k, _ in facts(lowering, record.options).gemms:
+        tiles = -(-m // 128) * -(-n // 128)
+        if split_k_slices(m, n, k) > 1:
+            evidence = Evidence(metric="output_tiles", value=str(tiles),
+                                interpretation=f"a {m}x{n} output in 128x128 tiles gives {tiles} programs for {SMS} SMs; K = {k} is long")
+            fix = Fix(change=f"split K across more programs (split-K), called for by output_tiles = {tiles} < {SMS} SMs",
+                      expected_gain_pct=round(min(80.0, 100.0 * (1 - tiles / SMS)), 1))
+            return Bottleneck(name="underfilled_grid", evidence=[evidence], fixes=[fix])
+    return None
+
+
+def _timing_bottleneck(measurements: Measurements, stage: str) -> Bottleneck | None:
+    """Without a profile: how far the judge's median is from the physical floor, and the stage's generic fixes."""
+    from pipeline.expert.variants import ranked
+
+    verdict = measurements.verdict
+    if verdict is None or verdict.timing is None or not verdict.physical_floor_ms:
+        return None
+    ratio = verdict.timing.median_ms / verdict.physical_floor_ms
+    evidence = [Evidence(metric="median_ms", value=f"{verdict.timing.median_ms:.4g}", interpretation="the judge's median time"),
+                Evidence(metric="physical_floor_ms", value=f"{verdict.physical_floor_ms:.4g}",
+                         interpretation=f"{ratio:.1f}x the floor (bytes at copy bandwidth, or FLOPs at the tensor peak)")]
+    gain = max(1.0, min(90.0, 100.0 * (1 - 1 / ratio)))
+    fixes = [Fix(change=f"{v.why} (called for by median_ms = {ratio:.1f}x physical_floor_ms)", expected_gain_pct=round(gain / (i + 1), 1))
+             for i, v in enumerate(ranked(stage, None))]
+    return Bottleneck(name="unprofiled", evidence=evidence, fixes=fixes) if fixes else None
 
 
 def _classifications(overall: Classification, kernels: tuple[KernelProfile, ...]) -> list[Classification]:

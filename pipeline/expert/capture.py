@@ -1,0 +1,151 @@
+"""Capturing a problem's computation: the recording of `pipeline.expert.tape`, run in a child process with a clean
+environment and a timeout (the problem is user code), cached by the problem's fingerprint.
+
+The cache lives in `$EGG_CACHE/expert/` (default `~/.cache/egg/expert/`), one JSON file per problem source and torch
+version; a session resumed in a new process finds the same capture, so the backend's answers stay the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.expert.graph import Tape, tape_from_json
+from pipeline.problems.loader import fingerprint_text
+
+CAPTURE_TIMEOUT_S = 180.0
+FORMAT = 1  # bump when the recording's JSON changes
+
+
+class CaptureError(RuntimeError):
+    """The problem's forward could not be recorded; the message says why (one line, then the child's log tail)."""
+
+
+@dataclass(frozen=True)
+class Captured:
+    fingerprint: str  # of the problem source
+    tape: Tape
+
+
+def cache_folder() -> Path:
+    return Path(os.environ.get("EGG_CACHE") or "~/.cache/egg").expanduser() / "expert"
+
+
+def _path(fingerprint: str) -> Path:
+    return cache_folder() / f"{fingerprint[:24]}-{_torch_version()}-v{FORMAT}.json"
+
+
+def capture(problem_source: str, *, timeout_s: float = CAPTURE_TIMEOUT_S, use_cache: bool = True) -> Captured:
+    """The problem's tape, from the cache or a fresh child process. Raises CaptureError."""
+    fingerprint = fingerprint_text(problem_source)
+    path = _path(fingerprint)
+    if use_cache and path.is_file():
+        if not path.with_suffix(".py").is_file():
+            _write(path.with_suffix(".py"), problem_source)
+        return Captured(fingerprint, tape_from_json(json.loads(path.read_text())))
+    data = _record(problem_source, timeout_s)
+    if not data.get("ran_on"):
+        raise CaptureError("the problem's forward could not be recorded: " + "; ".join(data.get("errors", ["no reason given"])))
+    tape = tape_from_json(data)
+    if use_cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path.with_suffix(".py"), problem_source)  # stage 2 sees only kernels: it finds the problem here
+        _write(path, json.dumps(data))
+    return Captured(fingerprint, tape)
+
+
+def forget(problem_source: str) -> None:
+    """Drop a problem's capture from the cache (the next `capture` records it again)."""
+    path = _path(fingerprint_text(problem_source))
+    for stale in (path, path.with_suffix(".py")):
+        stale.unlink(missing_ok=True)
+
+
+def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -> None:
+    """Record every problem missing from the cache in one child process (one torch import for all of them). For
+    trusted problem files only (the repository's suite and test fixtures): they share that process. A problem
+    whose recording fails there is left for `capture`, which reports it on its own."""
+    missing = {fingerprint_text(s): s for s in problem_sources if not _path(fingerprint_text(s)).is_file()}
+    if not missing:
+        return
+    from pipeline.judge.sandbox import clean_environment
+
+    with tempfile.TemporaryDirectory(prefix="egg-capture-") as folder:
+        paths = []
+        for index, source in enumerate(missing.values()):
+            path = Path(folder) / f"problem_{index}.py"
+            path.write_text(source, encoding="utf-8")
+            paths.append(str(path))
+        spec, out, log = Path(folder) / "spec.json", Path(folder) / "tapes.json", Path(folder) / "log.txt"
+        spec.write_text(json.dumps({"problem_paths": paths}))
+        command = [sys.executable, "-m", "pipeline.expert.tape", str(spec), str(out)]
+        if _run_child(command, clean_environment("cpu"), folder, log, timeout_s * len(paths)) is not None or not out.is_file():
+            return
+        results = json.loads(out.read_text())["results"]
+    cache_folder().mkdir(parents=True, exist_ok=True)
+    for (fingerprint, source), data in zip(missing.items(), results):
+        if data.get("ran_on"):
+            _write(_path(fingerprint).with_suffix(".py"), source)
+            _write(_path(fingerprint), json.dumps(data))
+
+
+def _write(path: Path, text: str) -> None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)  # atomic: a concurrent session never reads half a file
+
+
+def cached(fingerprint: str) -> tuple[Captured, str] | None:
+    """A capture made earlier for the problem with this fingerprint, with the problem's source (rewrites only see
+    the kernel's source and its record)."""
+    path = _path(fingerprint)
+    if not path.is_file() or not path.with_suffix(".py").is_file():
+        return None
+    source = path.with_suffix(".py").read_text(encoding="utf-8")
+    if fingerprint_text(source) != fingerprint:
+        return None
+    return Captured(fingerprint, tape_from_json(json.loads(path.read_text()))), source
+
+
+def _record(problem_source: str, timeout_s: float) -> dict:
+    from pipeline.judge.sandbox import clean_environment
+
+    env = clean_environment("cpu")  # meta and CPU tensors only: the capture never touches a GPU
+    with tempfile.TemporaryDirectory(prefix="egg-capture-") as folder:
+        problem, spec, out, log = (Path(folder) / name for name in ("problem.py", "spec.json", "tape.json", "log.txt"))
+        problem.write_text(problem_source, encoding="utf-8")
+        spec.write_text(json.dumps({"problem_path": str(problem)}))
+        command = [sys.executable, "-m", "pipeline.expert.tape", str(spec), str(out)]
+        error = _run_child(command, env, folder, log, timeout_s)
+        if error is None and out.is_file():
+            return json.loads(out.read_text())
+        tail = log.read_text(errors="replace")[-1500:] if log.is_file() else ""
+    raise CaptureError(f"{error or 'the capture wrote no result'}{': ' + tail.strip() if tail.strip() else ''}")
+
+
+def _run_child(command: list[str], env: dict[str, str], cwd: str, log: Path, timeout_s: float) -> str | None:
+    with log.open("wb") as sink:
+        child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+        try:
+            code = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            return f"the capture timed out after {timeout_s:.0f} s"
+    return None if code == 0 else f"the capture process exited with {code}"
+
+
+def _torch_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch").split("+")[0]
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,85 @@
+"""Values inside a kernel as Triton source: loads of what the kernel reads (at the kernel's index variables), the
+pointwise expressions of the nodes it owns, iotas, and stores into contiguous output buffers. Row kernels, GEMM and
+convolution epilogues all write their values through this one class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.expert.graph import contiguous_strides
+from pipeline.expert.indexing import IndexVar, linear_index, mask_of, offset
+from pipeline.expert.ir import FLOATS, Graph, Node, V
+from pipeline.expert.pointwise import TABLE, operand, triton_expression
+
+TL_DTYPES = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float64": "tl.float64",
+             "int64": "tl.int64", "int32": "tl.int32", "int8": "tl.int8", "uint8": "tl.uint8", "bool": "tl.int1"}
+
+
+@dataclass
+class Scope:
+    """Lines of one block of kernel code and the values already computed in it."""
+
+    lines: list[str] = field(default_factory=list)
+    defined: set[int] = field(default_factory=set)
+
+
+class ValueWriter:
+    """Computes a kernel's values as Triton source: loads of the values it reads, the pointwise expressions of the
+    nodes it owns, iotas; `predefined` values (a GEMM's accumulator) are already in registers."""
+
+    def __init__(self, graph: Graph, domain: tuple[int, ...], variables: list[IndexVar], members: set[int],
+                 names: dict[int, str], predefined: dict[int, str] | None = None) -> None:
+        self.graph, self.domain, self.variables, self.members, self.names = graph, domain, variables, members, names
+        self.predefined = predefined or {}
+        self.helpers: set[str] = set()
+
+    def ptr(self, node_id: int) -> str:
+        return f"{self.names[node_id]}_ptr"
+
+    def value(self, node_id: int, scope: Scope) -> str:
+        """The register holding `node_id` in this scope, emitting its computation (and loads) first if needed."""
+        if node_id in self.predefined:
+            return self.predefined[node_id]
+        if node_id in scope.defined:
+            return f"t{node_id}"
+        node = self.graph.node(node_id)
+        if node_id in self.members:
+            if node.op == "reduce":
+                raise RuntimeError(f"reduction t{node_id} used before its pass")  # passes are ordered so this cannot happen
+            operands = [self.value(a.id, scope) if isinstance(a, V) else operand(a) for a in node.args]
+            text = triton_expression(node.fn, operands, dict(node.attrs))
+            self.helpers.update(TABLE[node.fn].helpers)
+            if node.fn == "cast" and node.dtype not in FLOATS:
+                text = f"({text}).to({TL_DTYPES[node.dtype]})"
+        elif node.op == "iota":
+            var = next(v for v in self.variables if node.attr("axis") in v.axes)
+            text = linear_index(var.name, [self.domain[a] for a in var.axes], [1 if a == node.attr("axis") else 0 for a in var.axes]) or "0"
+        else:
+            text = self.load(node)
+        scope.lines.append(f"t{node_id} = {text}")
+        scope.defined.add(node_id)
+        return f"t{node_id}"
+
+    def load(self, node: Node) -> str:
+        off, used = offset(node.shape, node.stride, self.domain, self.variables)
+        mask = mask_of(used)
+        address = self.ptr(node.id) if off == "0" else f"{self.ptr(node.id)} + {off}"
+        text = f"tl.load({address}, mask={mask}, other=0)" if mask else f"tl.load({address})"
+        return f"{text}.to(tl.float32)" if node.dtype in ("float16", "bfloat16") else text
+
+    def store(self, node_id: int, value: str, tile: str | None = None, spans: tuple[IndexVar, ...] = ()) -> str:
+        """Store `value` (node_id's register) into its contiguous buffer; `tile` broadcasts a value that is
+        constant along some axis the buffer has (a zeros tensor of the full tile). `spans`: index variables the
+        value's tile covers even where the buffer has a single element (a GEMM tile wider than N = 1)."""
+        node = self.graph.node(node_id)
+        off, used = offset(node.shape, contiguous_strides(node.shape), self.domain, self.variables)
+        for var in spans:
+            if var not in used:
+                off, used = f"{off} + 0 * {var.name}", [*used, var]  # the address takes the tile's shape; the mask keeps one lane
+        mask = mask_of(used)
+        if tile:
+            value = f"{value} + {tile}"
+        if node.dtype != "float32":
+            value = f"({value}).to({TL_DTYPES.get(node.dtype, 'tl.float32')})"
+        address = self.ptr(node_id) if off == "0" else f"{self.ptr(node_id)} + {off}"
+        return f"tl.store({address}, {value}, mask={mask})" if mask else f"tl.store({address}, {value})"

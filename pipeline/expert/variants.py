@@ -1,0 +1,177 @@
+"""Stage 2's Code role by rules: the diagnosed fixes mapped onto structural variants of the kernel's template, and
+the numbers handed to the tuning engine.
+
+Each variant belongs to one sub-stage and changes one structural choice:
+- parallel mapping: split-K (output tiles that leave SMs idle), grouped tile order (swizzle) on or off;
+- tiling: a larger or smaller GEMM tile, rows held in registers or streamed in chunks;
+- memory: deeper or shallower software pipelining (num_stages), longer chunks of a streamed row.
+The bottleneck the Profile role named decides the order in which they are offered; a rejected proposal moves to
+the next. The tunables returned with a variant are those of the kernel that moves the most bytes (or FLOPs), for
+this sub-stage's knobs, so the tuning engine searches the numbers while the rules choose the structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipeline.agents.replies import Diagnosis
+from pipeline.expert.algebra import split_k_slices
+from pipeline.expert.fusion import Kernel
+from pipeline.expert.lowering import Lowering
+from pipeline.expert.options import Options
+
+STAGE_KNOBS = {
+    "parallel_mapping": ("GROUP_M", "XBLOCK"),
+    "tiling": ("BLOCK_M", "BLOCK_N", "BLOCK_K", "RBLOCK", "XBLOCK"),
+    "memory": ("num_stages", "num_warps", "RBLOCK", "XBLOCK"),
+}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the variants need to know about the lowered problem."""
+
+    gemms: tuple[tuple[int, int, int, str], ...]  # (M, N, K, dtype) of each Triton GEMM/conv kernel
+    persistent_rows: bool  # some row kernel holds its rows in registers
+    looped_rows: bool  # some row kernel streams its rows
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    stage: str
+    why: str
+    make: Callable[[Options, Facts], Options | None]  # None: does not apply
+    favoured_by: tuple[str, ...] = ()  # bottleneck kinds that put it first
+    target: str = "gemm"  # the kernels it changes (gemm: GEMMs and convolutions; row: row kernels), whose numbers are tuned
+
+
+def facts(lowering: Lowering, options: Options) -> Facts:
+    lowered = lowering.lower(options)
+    gemms, persistent, looped = [], False, False
+    for k in lowered.schedule.kernels():
+        if k.kind in ("gemm", "conv"):
+            gemms.append(_gemm_shape(k, lowered.schedule.graph))
+        elif k.raxes:
+            from pipeline.expert.rowkernel import RowKernel
+
+            mode = RowKernel(k, lowered.schedule.graph, options, "probe", {}, {}).config.mode
+            persistent |= mode == "persistent"
+            looped |= mode == "looped"
+    return Facts(tuple(gemms), persistent, looped)
+
+
+def _gemm_shape(k: Kernel, graph) -> tuple[int, int, int, str]:
+    anchor = graph.node(k.anchor)
+    first = graph.node(anchor.args[0].id)
+    if k.kind == "gemm":
+        return anchor.shape[-2], anchor.shape[-1], first.shape[-1], first.dtype
+    weight = graph.node(anchor.args[1].id)
+    batch, cout, oh, ow = anchor.shape
+    return batch * oh * ow, cout, weight.shape[1] * weight.shape[2] * weight.shape[3], first.dtype
+
+
+def _split_k(options: Options, f: Facts) -> Options | None:
+    if options.split_k > 1 or options.gemm != "triton":
+        return None
+    if not any(split_k_slices(m, n, k) > 1 for m, n, k, _ in f.gemms):
+        return None
+    return options.but(split_k=16)
+
+
+def _swizzle(options: Options, f: Facts) -> Options | None:
+    if not f.gemms:
+        return None
+    return options.but(group_m=1 if options.group_m > 1 else 8)
+
+
+def _tile(bigger: bool) -> Callable[[Options, Facts], Options | None]:
+    def make(options: Options, f: Facts) -> Options | None:
+        if not f.gemms:
+            return None
+        from pipeline.expert.gemm import SHARED_LIMIT_BYTES, default_tile, shared_bytes, tile_ladder
+
+        m, n, k, dtype = max(f.gemms, key=lambda g: g[0] * g[1] * g[2])
+        ladder = tile_ladder(dtype)
+        bm, bn, bk, _, stages = default_tile(m, n, k, dtype, options.precision)
+        current = options.gemm_tile or (bm, bn, bk)
+        size = current[0] * current[1] * current[2]
+        steps = [t for t in ladder if (t[0] * t[1] * t[2] > size if bigger else t[0] * t[1] * t[2] < size)]
+        if not steps:
+            return None
+        tile = steps[0] if bigger else steps[-1]
+        if tile[0] > max(16, m) * 2 or shared_bytes(*tile, options.num_stages or stages, dtype) > SHARED_LIMIT_BYTES:
+            return None
+        return options.but(gemm_tile=tile)
+
+    return make
+
+
+def _rows(options: Options, f: Facts) -> Options | None:
+    if f.persistent_rows and options.reduction != "looped":
+        return options.but(reduction="looped")
+    if options.reduction == "looped":
+        return options.but(reduction="auto")
+    return None
+
+
+def _stages(deeper: bool) -> Callable[[Options, Facts], Options | None]:
+    def make(options: Options, f: Facts) -> Options | None:
+        if not f.gemms:
+            return None
+        current = options.num_stages or 3
+        stages = current + 1 if deeper else current - 1
+        return options.but(num_stages=stages) if 2 <= stages <= 5 else None
+
+    return make
+
+
+def _chunk(options: Options, f: Facts) -> Options | None:
+    if not f.looped_rows:
+        return None
+    return options.but(row_block=4096 if (options.row_block or 2048) < 4096 else 1024)
+
+
+VARIANTS = (
+    Variant("split_k", "parallel_mapping", "the GEMM's output tiles leave SMs idle: K is split across more programs, and "
+            "a second kernel sums the slices with the epilogue", _split_k, ("underfilled_grid", "launch_bound", "latency_bound")),
+    Variant("grouped_tile_order", "parallel_mapping", "the order of output tiles decides L2 reuse: grouped (swizzled) "
+            "order toggled", _swizzle, ("compute_bound_tensor", "memory_bound")),
+    Variant("larger_gemm_tile", "tiling", "more reuse per loaded byte: a wider output tile", _tile(True),
+            ("compute_bound_tensor", "memory_bound")),
+    Variant("smaller_gemm_tile", "tiling", "fewer registers per thread and more programs: a shorter output tile",
+            _tile(False), ("occupancy_limited_registers", "latency_bound", "launch_bound")),
+    Variant("rows_in_registers_or_streamed", "tiling", "rows held in registers (one pass) or streamed in chunks "
+            "(less register pressure, more passes)", _rows, ("occupancy_limited_registers", "latency_bound"), "row"),
+    Variant("deeper_pipelining", "memory", "one more stage of software pipelining so loads overlap the tensor cores",
+            _stages(True), ("memory_bound", "latency_bound", "compute_bound_tensor")),
+    Variant("shallower_pipelining", "memory", "one stage fewer: less shared memory per block, more blocks per SM",
+            _stages(False), ("occupancy_limited_shared",)),
+    Variant("longer_row_chunks", "memory", "longer chunks of a streamed row: fewer loop trips, wider loads", _chunk,
+            ("memory_bound", "latency_bound"), "row"),
+)
+
+
+def ranked(stage: str, diagnosis: Diagnosis | None) -> list[Variant]:
+    """The stage's variants, those the diagnosed bottlenecks favour first (in the diagnosis' order)."""
+    kinds = [b.name for b in diagnosis.bottlenecks] if diagnosis is not None else []
+    own = [v for v in VARIANTS if v.stage == stage]
+
+    def rank(v: Variant) -> tuple[int, int]:
+        hits = [kinds.index(k) for k in v.favoured_by if k in kinds]
+        return (min(hits) if hits else len(kinds) + 1, own.index(v))
+
+    return sorted(own, key=rank)
+
+
+def tunables_for(stage: str, tunables: tuple[tuple[str, tuple[int, ...]], ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """The dominant kernel's tunables for this sub-stage's knobs, always with one compile-time parameter (the
+    tuning engine finds the kernel by its constexprs)."""
+    knobs = STAGE_KNOBS.get(stage, ())
+    chosen = [(n, v) for n, v in tunables if n in knobs and len(v) > 1]
+    if not any(n not in ("num_warps", "num_stages") for n, _ in chosen):
+        constexpr = next(((n, v) for n, v in tunables if n not in ("num_warps", "num_stages") and len(v) > 1), None)
+        if constexpr is not None:
+            chosen.insert(0, constexpr)
+    return chosen

@@ -1,0 +1,94 @@
+"""Each lowering rule makes a candidate the real judge passes (CPU, Triton's interpreter), and the candidate is
+made the way the rule says: the kernel kinds, the record line, the launches."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pipeline.expert.lowering import Lowering
+from pipeline.expert.options import Options
+from pipeline.expert.record import read
+from pipeline.types import Status
+from tests.expert.judging import CPU, Judge, judge_source, verdict_text
+from tests.expert.problems import fixture, tiny
+
+CASES = [  # (id, problem, options, a rule the record must name, text the source must hold)
+    ("pointwise_fusion", tiny("17_Clamp_Tanh_Chain"), Options(), "pointwise_fusion", "_tanh("),
+    ("pointwise_zoo", fixture("zoo_activations"), Options(), "pointwise_fusion", "tl.sigmoid("),
+    ("row_reduction_in_registers", tiny("23_Softmax"), Options(), "row_reduction", "rindex = tl.arange(0, RBLOCK)"),
+    ("row_reduction_streamed", tiny("21_KLDiv_PerRow"), Options(reduction="looped"), "row_reduction", "for r0 in range(0, RNUMEL, RBLOCK)"),
+    ("argmax_streamed", tiny("14_Argmax_Dim1"), Options(reduction="looped", row_block=16), "row_reduction", "_index = tl.where"),
+    ("batch_norm_streamed", tiny("10_BatchNorm2d_Train"), Options(reduction="looped", row_block=32), "row_reduction", "# last pass"),
+    ("losses", fixture("zoo_losses"), Options(), "row_reduction", "tl.where"),
+    ("reductions", fixture("zoo_reductions"), Options(), "row_reduction", "tl.argmin"),
+    ("norms", fixture("zoo_norms"), Options(), "row_reduction", "tl.rsqrt"),
+    ("triton_gemm_tf32x3", tiny("7_Linear_Residual_Tanh"), Options(), "triton_gemm_epilogue", 'input_precision="tf32x3"'),
+    ("triton_gemm_ieee", tiny("1_Linear_GELU_Scale"), Options(precision="ieee"), "triton_gemm_epilogue", 'input_precision="ieee"'),
+    ("triton_bmm_strided", tiny("8_BMM_Scale_Softmax"), Options(), "triton_gemm_epilogue", "bidx"),
+    ("matmul_zoo", fixture("zoo_matmuls"), Options(), "triton_gemm_epilogue", "tl.dot"),
+    ("library_gemm", tiny("1_Linear_GELU_Scale"), Options(gemm="library"), "library_gemm_epilogue", "torch.matmul("),
+    ("implicit_gemm_conv", tiny("2_Conv2d_ReLU_BiasAdd"), Options(), "implicit_gemm_conv", "ih0 = oh * 1 - 1"),
+    ("conv_strided_dilated", fixture("conv_strided"), Options(), "implicit_gemm_conv", "ih0 = oh * 2 - 2"),
+    ("library_conv", tiny("3_Conv2d_BatchNorm_GELU"), Options(conv="library"), "library_conv", "F.conv2d("),
+    ("library_call", fixture("zoo_library"), Options(), "library_call", "torch.cumsum("),
+    ("library_transposed_conv", tiny("4_ConvTranspose2d_Swish_BiasAdd"), Options(), "library_call", "F.conv_transpose2d("),
+    ("matvec_as_reduction", tiny("5_GEMV"), Options(), "matvec_as_reduction", "tl.sum("),
+    ("split_k", fixture("small_gemm_long_k"), Options(split_k=16), "split_k_8", "tl.sum("),
+    ("control_flow", fixture("control_flow"), Options(), "triton_gemm_epilogue", "tl.dot"),
+    ("split_reduction", fixture("batchnorm_few_channels"), Options(split=True), "split_reduction", "self.bn.running_var"),
+    ("split_single_axis", fixture("long_rows_norm"), Options(split=True, algebra=True), "one_pass_moments", "tl.maximum("),
+]
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(CPU) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize("name,problem,options,rule,text", CASES, ids=[c[0] for c in CASES])
+def test_each_lowering_rule_gives_a_candidate_that_passes_the_judge(judge, tmp_path, name, problem, options, rule, text):
+    lowering = Lowering.of(problem.read_text())
+    lowered = lowering.lower(options)
+    record = read(lowered.source)
+    assert record is not None and rule in record.rules and record.options == options
+    assert text in lowered.source
+    assert not lowering.delegates(lowered)
+    result = judge_source(judge, problem, lowered.source, tmp_path, name)
+    assert result.status is Status.OK, verdict_text(result)
+    assert result.kernels_launched
+
+
+TRANSFORMED = [  # (rule, problem, what the plain lowering has and the transformed one no longer has)
+    ("reshape_sinking", tiny("10_Conv2d_GroupNorm_Tanh_MaxPool"), r"def fused\d+_tanh_kernel"),  # the tanh joins the norm
+    ("bias_before_batch_norm", tiny("11_Linear_BatchNorm1d_ReLU"), r"tl\.load\(linear_bias_ptr \+ ni"),  # no bias in the GEMM
+    ("sum_of_linear", fixture("linear_sum"), r"tl\.dot\("),  # no GEMM left
+    ("log_of_softmax", fixture("log_of_softmax"), r"\(t\d+ / t\d+\)"),  # no division by the sum
+]
+
+
+@pytest.mark.parametrize("rule,problem,gone", TRANSFORMED, ids=[t[0] for t in TRANSFORMED])
+def test_transformed_candidates_pass_the_judge_without_the_work_the_rule_removes(judge, tmp_path, rule, problem, gone):
+    lowering = Lowering.of(problem.read_text())
+    plain, transformed = lowering.lower(Options()), lowering.lower(Options(algebra=True))
+    assert rule in transformed.rewrites
+    assert re.search(gone, plain.source) and not re.search(gone, transformed.source)
+    result = judge_source(judge, problem, transformed.source, tmp_path, rule)
+    assert result.status is Status.OK, verdict_text(result)
+
+
+def test_the_library_seed_of_a_lone_gemm_would_be_banned_and_is_recognized_as_such():
+    lowering = Lowering.of(tiny("1_GEMM_Square").read_text())
+    with pytest.raises(ValueError, match="nothing to launch"):
+        lowering.lower(Options(gemm="library"))
+    conv = Lowering.of(tiny("22_Conv2d_3x3").read_text())
+    assert conv.delegates(conv.lower(Options(conv="library")))  # conv in torch, only the bias in Triton
+
+
+def test_the_candidate_keeps_the_problem_init_so_parameters_match():
+    source = Lowering.of(tiny("3_ResNetBasicBlock").read_text()).lower(Options()).source
+    assert "self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)" in source
+    assert "self.bn2.running_mean" in source  # the running statistics are written as the reference writes them
+    assert "num_batches_tracked.add_(1)" in source
