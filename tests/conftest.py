@@ -22,10 +22,19 @@ if pipeline.ROOT != REPO:
 
 
 def _llama_paths() -> dict[str, str]:
+    return _LLAMA_PATHS
+
+
+def _read_llama_paths() -> dict[str, str]:
     # The build script is the one place that knows where the binary and model live.
     script = Path(__file__).resolve().parent.parent / "scripts" / "llama_server.sh"
     output = subprocess.run(["bash", str(script), "--paths"], capture_output=True, text=True, check=True).stdout
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+# Read once, before any test points EGG_CACHE at a temporary folder of its own (the judge's and the expert's tests
+# do, for their caches): the server and the model stay where `make llm-server` put them.
+_LLAMA_PATHS = _read_llama_paths()
 
 
 @dataclass
