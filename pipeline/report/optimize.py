@@ -40,6 +40,12 @@ class Outcome:
             return None
         return self.final.speedups.get("eager", 0.0) > 1.0
 
+    @property
+    def keeps_reference(self) -> bool:
+        """best.py is the reference: nothing passed, or (timed) nothing beat eager. The result is never worse than
+        the reference."""
+        return self.best_is_reference or self.beats_eager is False
+
     def headline(self) -> str:
         if self.best_is_reference:
             why = f" (the winner failed re-verification: {self.final.reason})" if self.final else ""
@@ -48,7 +54,7 @@ class Outcome:
             return "a verified kernel (correctness only on this device: not timed)"
         speed = ", ".join(f"{v:.3f}x vs {k}" for k, v in self.final.speedups.items())
         if not self.beats_eager:
-            return f"nothing beat the reference: best.py is the best correct candidate found ({speed})"
+            return f"nothing beat the reference: best.py is the reference itself (the fastest verified candidate, {self.progress.best_id}, reached {speed})"
         return f"a verified kernel, {speed}"
 
 
@@ -60,7 +66,7 @@ def write_outputs(out: Path, outcome: Outcome) -> None:
 
 def best_source(outcome: Outcome) -> str:
     head = f"# egg {outcome.run_id}: {outcome.headline()}\n# problem: {outcome.problem.path}\n"
-    if outcome.best_is_reference:
+    if outcome.keeps_reference:
         reference = Path(outcome.problem.path).read_text(encoding="utf-8")
         return head + reference + "\n\n# egg: the reference itself, as a drop-in ModelNew.\nModelNew = Model\n"
     return head + outcome.progress.best_source
@@ -121,6 +127,7 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "headline": outcome.headline(),
         "best_is_reference": outcome.best_is_reference,
         "beats_eager": outcome.beats_eager,
+        "keeps_reference": outcome.keeps_reference,
         "verdict": to_jsonable(outcome.final) if outcome.final else None,
         "verification_seed": outcome.verify_seed,
         "baselines": outcome.reference.get("baselines", {}),

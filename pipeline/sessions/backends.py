@@ -97,7 +97,12 @@ def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name
         inner, settings, ledger, on_replay = open_transport(config, config.spec), base.settings, base.ledger, None
     transport = StoreTransport(inner, store, session_id, on_replay)
     client = LLMClient(transport, settings, ledger).labelled(run=session_id, problem=problem_name)
-    return BuiltBackend(ModelBackend(client, spec.describe()), ledger, transport)
+    model = ModelBackend(client, spec.describe())
+    if spec.kind == "llm":  # a model's multi-seed search always holds one kernel made by rules (its last seed)
+        from pipeline.expert.combined import WithExpertSeeds
+
+        return BuiltBackend(WithExpertSeeds(model), ledger, transport)
+    return BuiltBackend(model, ledger, transport)
 
 
 def _llm_config(spec: BackendSpec) -> LLMConfig:

@@ -172,6 +172,7 @@ def outcome_summary(outcome: Outcome) -> dict[str, Any]:
     return {
         "headline": outcome.headline(),
         "best_is_reference": outcome.best_is_reference,
+        "keeps_reference": outcome.keeps_reference,
         "best_id": outcome.progress.best_id,
         "best_ms": outcome.progress.best_ms,
         "speedups": final.speedups if final and final.ok else {},

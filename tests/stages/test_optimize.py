@@ -148,13 +148,16 @@ def test_a_whole_run_replays_offline_from_its_cassette(tmp_path, same_kernel_ser
     assert all(r.replayed for r in second.ledger.records)
 
 
-def test_nonsense_from_a_real_local_model_ends_cleanly_with_the_reference(tmp_path, llama_server):
+def test_nonsense_from_a_real_local_model_ends_cleanly_with_the_expert_seed(tmp_path, llama_server):
+    """A base model's replies are never usable kernels: its seed gives nothing, and the run ends with the seed the
+    expert backend adds to every model's multi-seed search (the last one)."""
     llm = LLMConfig(spec=parse_spec(f"openai:gemma@{llama_server.url}"), max_tokens=32, structured_repairs=1)
     outcome = optimize(SOFTMAX, tmp_path, ModelChoice(llm=llm), CPU, Budget(seeds=2, rounds=1, debug_rounds=1))
-    assert outcome.best_is_reference and outcome.final is None
-    assert outcome.ledger.total().calls == 4  # two seeds, each asked twice (one repair), all malformed
+    assert outcome.model.endswith("+ expert seeds") and outcome.final.ok
+    by_agent = {k: v.calls for k, v in outcome.ledger.totals("agent").items()}
+    assert by_agent["code"] == 2  # the model's seed, asked twice (one repair of its malformed reply), then the expert's seed
     best = (tmp_path / "best.py").read_text()
-    assert "ModelNew = Model" in best and "no candidate passed the judge" in best
+    assert "egg-expert" in best and "ModelNew = Model" not in best
 
 
 def test_optimize_exits_1_when_no_candidate_passed(tmp_path):
