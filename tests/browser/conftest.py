@@ -57,8 +57,26 @@ def server(tmp_path) -> Iterator[Server]:
     process.wait(timeout=20)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def _explain_failure(page, server: Server, tmp_path: Path) -> None:
+    """What a failed browser test saw: the page's text, a screenshot beside the test's files, the server's log."""
+    try:
+        page.screenshot(path=str(tmp_path / "failure.png"))
+        text = page.locator("[data-testid=stMain]").inner_text(timeout=5_000)
+    except Exception as error:  # the browser itself may be what failed
+        text = f"(page unreadable: {error})"
+    print(f"--- page text at failure ---\n{text[-3000:]}\n--- screenshot: {tmp_path / 'failure.png'}")
+    print(f"--- egg ui log ---\n{server.log.read_text(errors='replace')[-3000:]}")
+
+
 @pytest.fixture
-def page(server):
+def page(server, request, tmp_path):
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.is_file():
@@ -70,5 +88,8 @@ def page(server):
         page = context.new_page()
         page.set_default_timeout(60_000)
         yield page
+        call = getattr(request.node, "report_call", None)
+        if call is not None and call.failed:
+            _explain_failure(page, server, tmp_path)
         context.close()
         browser.close()

@@ -19,10 +19,24 @@ def settled(page: Page) -> None:
 
 
 def choose(page: Page, key: str, option: str) -> None:
-    """A selectbox's option, found by typing (its list is virtualized: long lists render only what is in view)."""
-    page.locator(f".st-key-{key}").click()
-    page.keyboard.type(option.rsplit(" / ", 1)[-1])
-    page.get_by_role("option", name=option).click()
+    """A selectbox's option, found by typing (its list is virtualized: long lists render only what is in view).
+
+    The box is typed into through its own input, and the whole gesture is tried again if the list did not open:
+    a rerun that lands between the click and the typing redraws the box and drops what was typed."""
+    wanted = page.get_by_role("option", name=option)
+    for attempt in range(3):
+        settled(page)
+        field = page.locator(f".st-key-{key} input")
+        field.click()
+        field.fill(option.rsplit(" / ", 1)[-1])
+        try:
+            wanted.wait_for(state="visible", timeout=15_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+    wanted.click()
     settled(page)
 
 
