@@ -7,8 +7,10 @@
 - Code role, stage 2: the diagnosed fixes mapped onto structural variants (pipeline.expert.variants); the numbers
   go to the tuning engine as tunables.
 - Debug role: known repairs from the verdict (pipeline.expert.repairs).
-Every answer is a deterministic function of the call's arguments (and of the capture cache, keyed by the problem's
-fingerprint), so a session replayed in another process gets the same proposals. A proposal's rationale names the
+Every answer is a deterministic function of the call's arguments and the problem, so a session replayed in another
+process gets the same proposals. Stage 2's calls see only the kernel, whose record line names its problem by
+fingerprint: the problem is the one the backend was built for (or was shown by an earlier call), else the capture
+cache's. A proposal's rationale names the
 rule that made it. A rejected proposal is never offered again: the next alternative is, or NoProposal says why.
 """
 
@@ -22,6 +24,7 @@ from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply, Tunable
 from pipeline.expert.algebra import TRANSFORMS
 from pipeline.expert.lowering import Lowered, Lowering
 from pipeline.expert.record import read
+from pipeline.problems.loader import fingerprint_text
 from pipeline.types import EvalResult
 
 RULE_WHY = {
@@ -48,12 +51,27 @@ class ExpertBackend:
     name = "expert"
     proposes_kernels = True
 
+    def __init__(self, problem_source: str | None = None) -> None:
+        self._problems: dict[str, str] = {}  # fingerprint -> source, of every problem this backend was shown
+        if problem_source is not None:
+            self._know(problem_source)
+
+    def _know(self, problem_source: str) -> str:
+        self._problems[fingerprint_text(problem_source)] = problem_source
+        return problem_source
+
+    def _problem(self, fingerprint: str) -> Lowering | NoProposal | None:
+        """The problem a kernel's record names: one this backend knows, else one this machine captured before."""
+        if fingerprint in self._problems:
+            return _lowering(self._problems[fingerprint])
+        return Lowering.from_cache(fingerprint)
+
     # stage 1 --------------------------------------------------------------------------------------------------------
 
     def seed(self, problem_source: str, paradigm: str, index: int, count: int, feedback: str = "") -> KernelReply | NoProposal:
         from pipeline.expert.seeds import alternatives
 
-        return _guarded("seed", lambda: self._seed(problem_source, index, feedback, alternatives))
+        return _guarded("seed", lambda: self._seed(self._know(problem_source), index, feedback, alternatives))
 
     def _seed(self, problem_source: str, index: int, feedback: str, alternatives) -> KernelReply | NoProposal:
         lowering = _lowering(problem_source)
@@ -73,7 +91,7 @@ class ExpertBackend:
                            kernel=choice.lowered.source)
 
     def transform(self, problem_source: str, kernel: str, paradigm: str, feedback: str = "") -> KernelReply | NoProposal:
-        return _guarded("transform", lambda: self._transform(problem_source, kernel, feedback))
+        return _guarded("transform", lambda: self._transform(self._know(problem_source), kernel, feedback))
 
     def _transform(self, problem_source: str, kernel: str, feedback: str) -> KernelReply | NoProposal:
         record = read(kernel)
@@ -112,9 +130,12 @@ class ExpertBackend:
         record = read(kernel)
         if record is None:
             return NoProposal("not written by the expert backend (no egg-expert record line): no variant rule reads it")
-        lowering = Lowering.from_cache(record.problem)
+        lowering = self._problem(record.problem)
         if lowering is None:
-            return NoProposal("the problem this kernel was made for is not in this machine's capture cache ($EGG_CACHE/expert)")
+            return NoProposal("the problem this kernel was made for is neither this session's nor in this machine's capture "
+                              "cache ($EGG_CACHE/expert)")
+        if isinstance(lowering, NoProposal):
+            return lowering
         known = facts(lowering, record.options)
         offers: list[tuple[str, str, Lowered, str]] = []
         seen = {kernel}
@@ -146,7 +167,7 @@ class ExpertBackend:
     # debugging ------------------------------------------------------------------------------------------------------
 
     def repair(self, kernel: str, verdict: EvalResult, problem_source: str, feedback: str = "") -> DebugReply | NoProposal:
-        return _guarded("repair", lambda: self._repair(kernel, verdict, problem_source, rejections(feedback)))
+        return _guarded("repair", lambda: self._repair(kernel, verdict, self._know(problem_source), rejections(feedback)))
 
     def _repair(self, kernel: str, verdict: EvalResult, problem_source: str, rejected: int) -> DebugReply | NoProposal:
         from pipeline.expert.repairs import candidates

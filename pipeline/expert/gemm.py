@@ -7,7 +7,9 @@ Structure, and why:
   or "ieee" (exact fp32 FMA), never plain TF32, which misses atol=rtol=1e-4 on signed weights;
 - K walked in BLOCK_K steps with num_stages of software pipelining; every load masked at the edges, so any shape is
   correct;
-- the epilogue (bias, activation, residual, scale ...) runs on the accumulator in registers: C is written once.
+- the epilogue (bias, activation, residual, scale ...) runs on the accumulator in registers: C is written once;
+- or, as a variant (Options.persistent), a persistent grid: one program per SM walks the output tiles in a loop
+  (tile, tile + NUM_PROGRAMS, ...), so there is no tail wave of half-empty SMs and each program is launched once.
 Strides are the captured layouts (a Linear's weight is read transposed in place, never copied).
 """
 
@@ -90,12 +92,18 @@ class GemmKernel:
         b_batch, sbk, sbn = self._operand_offset(self.b, "k", "n")
         wide = self.options.wide_index or wide_offsets([(self.graph.node(i).shape, self.graph.node(i).stride) for i in (*self.k.loads, *self.k.outputs)])
         pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
-        body = [
+        head = [
             f"# C[{self.batch_count} x {self.m} x {self.n}] = A @ B over K = {self.kdim}; tiles grouped GROUP_M along M for L2 reuse.",
-            f"pid = {pid}",
             "bidx = tl.program_id(1)" + (".to(tl.int64)" if wide else ""),
             "num_m = tl.cdiv(M, BLOCK_M)",
             "num_n = tl.cdiv(N, BLOCK_N)",
+        ]
+        if self.options.persistent:
+            head += ["# persistent grid: this program's tiles are its id, then every NUM_PROGRAMS-th after it",
+                     "for tile in range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS):"]
+            pid = "tile.to(tl.int64)" if wide else "tile"
+        body = [
+            f"pid = {pid}",
             "group = GROUP_M * num_n",
             "first_m = (pid // group) * GROUP_M",
             "size_m = tl.minimum(num_m - first_m, GROUP_M)",
@@ -120,9 +128,13 @@ class GemmKernel:
             "nmask = ni < N",
         ]
         body += self._epilogue()
+        if self.options.persistent:
+            body = [f"    {line}" for line in body]
         params = [self.values.ptr(i) for i in self.k.loads] + [self.values.ptr(o) for o in self.k.outputs]
-        constexprs = [f"{c}: tl.constexpr" for c in ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")]
-        text = "\n".join([f"@triton.jit\ndef {self.name}_kernel({', '.join(params + constexprs)}):", *(f"    {line}" for line in body)]) + "\n"
+        names = ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M") + (("NUM_PROGRAMS",) if self.options.persistent else ())
+        constexprs = [f"{c}: tl.constexpr" for c in names]
+        lines = [f"@triton.jit\ndef {self.name}_kernel({', '.join(params + constexprs)}):", *(f"    {line}" for line in head + body)]
+        text = "\n".join(lines) + "\n"
         return Emitted(text, self._launcher(), frozenset(self.values.helpers), self.tunables(), self.summary(), self._bytes())
 
     def _epilogue(self) -> list[str]:
@@ -150,10 +162,14 @@ class GemmKernel:
                 node = self.graph.node(o)
                 lines.append(f"    {self.names[o]} = torch.empty({tuple(node.shape)}, device={device}.device, dtype=torch.{node.dtype})")
         pointers = ", ".join([*loads, *(self.effects.get(o, self.names[o]) for o in self.k.outputs)])
-        grid = f'lambda meta: (triton.cdiv({self.m}, meta["BLOCK_M"]) * triton.cdiv({self.n}, meta["BLOCK_N"]), {self.batch_count})'
-        lines.append(f"    {self.name}_kernel[{grid}](")
+        tiles = f'triton.cdiv({self.m}, meta["BLOCK_M"]) * triton.cdiv({self.n}, meta["BLOCK_N"])'
+        programs = ""
+        if self.options.persistent:  # one program per SM (4 under Triton's CPU interpreter), never more than the tiles
+            lines.append(f"    programs = torch.cuda.get_device_properties({device}.device).multi_processor_count if {device}.is_cuda else 4")
+            tiles, programs = f"min(programs, {tiles})", ", NUM_PROGRAMS=programs"
+        lines.append(f"    {self.name}_kernel[lambda meta: ({tiles}, {self.batch_count})](")
         lines.append(f"        {pointers}, M={self.m}, N={self.n}, K={self.kdim},")
-        lines.append(f"        BLOCK_M={self.bm}, BLOCK_N={self.bn}, BLOCK_K={self.bk}, GROUP_M={self.options.group_m}, "
+        lines.append(f"        BLOCK_M={self.bm}, BLOCK_N={self.bn}, BLOCK_K={self.bk}, GROUP_M={self.options.group_m}{programs}, "
                      f"num_warps={self.warps}, num_stages={self.stages})")
         returned = [self.names[o] for o in self.k.outputs if o not in self.effects]
         lines.append(f"    return {', '.join(returned)}")
@@ -162,7 +178,8 @@ class GemmKernel:
     def summary(self) -> str:
         fused = f", {len(self.k.nodes)} epilogue op{'s' if len(self.k.nodes) > 1 else ''} fused" if self.k.nodes else ""
         precision = f", fp32 through tl.dot input_precision={self.options.precision}" if self.dtype == "float32" else ""
-        return f"Triton GEMM {self.batch_count}x[{self.m}x{self.kdim}]@[{self.kdim}x{self.n}]{fused}{precision}."
+        grid = ", persistent grid (one program per SM)" if self.options.persistent else ""
+        return f"Triton GEMM {self.batch_count}x[{self.m}x{self.kdim}]@[{self.kdim}x{self.n}]{fused}{precision}{grid}."
 
     def _bytes(self) -> int:
         return sum(self.graph.node(i).numel * dtype_size(self.graph.node(i).dtype) for i in (*self.k.loads, *self.k.outputs)) + \

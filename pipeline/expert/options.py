@@ -21,6 +21,8 @@ class Options:
     split_k: int = 1  # GEMM: at most this many K slices for GEMMs too small to fill the GPU, summed by a second kernel
     gemm_tile: tuple[int, int, int] | None = None  # GEMM (BLOCK_M, BLOCK_N, BLOCK_K); None: chosen from the shapes
     num_stages: int | None = None  # GEMM/conv software pipelining depth; None: chosen from the tile
+    persistent: bool = False  # GEMM: one program per SM walks the output tiles in a loop (no tail wave)
+    vector: int | None = None  # pointwise kernels: elements per thread (num_warps = XBLOCK / (32 * vector)); None: 8
     row_block: int | None = None  # row kernels: RBLOCK of looped reductions (or XBLOCK of pointwise kernels)
     wide_index: bool = False  # 64-bit index arithmetic (a repair for offsets past 2**31)
 

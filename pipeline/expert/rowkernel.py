@@ -100,6 +100,8 @@ class RowKernel:
     def _config(self) -> RowConfig:
         if not self.reducing:
             block = self.options.row_block or min(1024, next_pow2(self.xnumel))
+            if self.options.vector:  # elements per thread: each thread's contiguous run, loaded as 16-byte vectors
+                return RowConfig("pointwise", block, 1, max(1, min(16, block // (32 * self.options.vector))))
             return RowConfig("pointwise", block, 1, 4 if block >= 512 else max(1, block // 128))
         rblock = next_pow2(self.rnumel)
         contiguous = self._reduces_contiguous()

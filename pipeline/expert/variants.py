@@ -2,9 +2,11 @@
 the numbers handed to the tuning engine.
 
 Each variant belongs to one sub-stage and changes one structural choice:
-- parallel mapping: split-K (output tiles that leave SMs idle), grouped tile order (swizzle) on or off;
+- parallel mapping: split-K (output tiles that leave SMs idle), grouped tile order (swizzle) on or off, a
+  persistent grid (one program per SM looping over the tiles);
 - tiling: a larger or smaller GEMM tile, rows held in registers or streamed in chunks;
-- memory: deeper or shallower software pipelining (num_stages), longer chunks of a streamed row.
+- memory: deeper or shallower software pipelining (num_stages), longer chunks of a streamed row, the vector width
+  of pointwise kernels (elements per thread).
 The bottleneck the Profile role named decides the order in which they are offered; a rejected proposal moves to
 the next. The tunables returned with a variant are those of the kernel that moves the most bytes (or FLOPs), for
 this sub-stage's knobs, so the tuning engine searches the numbers while the rules choose the structure.
@@ -21,6 +23,8 @@ from pipeline.expert.fusion import Kernel
 from pipeline.expert.lowering import Lowering
 from pipeline.expert.options import Options
 
+H200_SMS = 132
+
 STAGE_KNOBS = {
     "parallel_mapping": ("GROUP_M", "XBLOCK"),
     "tiling": ("BLOCK_M", "BLOCK_N", "BLOCK_K", "RBLOCK", "XBLOCK"),
@@ -35,6 +39,7 @@ class Facts:
     gemms: tuple[tuple[int, int, int, str], ...]  # (M, N, K, dtype) of each Triton GEMM/conv kernel
     persistent_rows: bool  # some row kernel holds its rows in registers
     looped_rows: bool  # some row kernel streams its rows
+    pointwise: bool = False  # some kernel is pointwise (nothing reduced) and large enough to fill a block
 
 
 @dataclass(frozen=True)
@@ -49,17 +54,18 @@ class Variant:
 
 def facts(lowering: Lowering, options: Options) -> Facts:
     lowered = lowering.lower(options)
-    gemms, persistent, looped = [], False, False
+    from pipeline.expert.rowkernel import RowKernel
+
+    gemms, persistent, looped, pointwise = [], False, False, False
     for k in lowered.schedule.kernels():
         if k.kind in ("gemm", "conv"):
             gemms.append(_gemm_shape(k, lowered.schedule.graph))
-        elif k.raxes:
-            from pipeline.expert.rowkernel import RowKernel
-
-            mode = RowKernel(k, lowered.schedule.graph, options, "probe", {}, {}).config.mode
-            persistent |= mode == "persistent"
-            looped |= mode == "looped"
-    return Facts(tuple(gemms), persistent, looped)
+            continue
+        row = RowKernel(k, lowered.schedule.graph, options, "probe", {}, {})
+        persistent |= row.config.mode == "persistent"
+        looped |= row.config.mode == "looped"
+        pointwise |= row.config.mode == "pointwise" and row.xnumel >= 4096
+    return Facts(tuple(gemms), persistent, looped, pointwise)
 
 
 def _gemm_shape(k: Kernel, graph) -> tuple[int, int, int, str]:
@@ -84,6 +90,29 @@ def _swizzle(options: Options, f: Facts) -> Options | None:
     if not f.gemms:
         return None
     return options.but(group_m=1 if options.group_m > 1 else 8)
+
+
+def _persistent(options: Options, f: Facts) -> Options | None:
+    """Only where a GEMM has more output tiles than the H200 has SMs (else the grid is one wave already)."""
+    if options.persistent or options.gemm != "triton" or not f.gemms:
+        return None
+    from pipeline.expert.gemm import default_tile
+
+    def tiles(m: int, n: int, k: int, dtype: str) -> int:
+        bm, bn, _, _, _ = default_tile(m, n, k, dtype, options.precision)
+        if options.gemm_tile:
+            bm, bn = options.gemm_tile[:2]
+        return -(-m // bm) * -(-n // bn)
+
+    return options.but(persistent=True) if any(tiles(*g) > H200_SMS for g in f.gemms) else None
+
+
+def _vector(options: Options, f: Facts) -> Options | None:
+    """Pointwise kernels: 8 elements per thread by default; 4 (one 16-byte fp32 access, more threads in flight) is
+    offered first, then 16 (more bytes in flight per thread)."""
+    if not f.pointwise:
+        return None
+    return options.but(vector=4 if (options.vector or 8) > 4 else 16)
 
 
 def _tile(bigger: bool) -> Callable[[Options, Facts], Options | None]:
@@ -138,6 +167,9 @@ VARIANTS = (
             "a second kernel sums the slices with the epilogue", _split_k, ("underfilled_grid", "launch_bound", "latency_bound")),
     Variant("grouped_tile_order", "parallel_mapping", "the order of output tiles decides L2 reuse: grouped (swizzled) "
             "order toggled", _swizzle, ("compute_bound_tensor", "memory_bound")),
+    Variant("persistent_grid", "parallel_mapping", "more output tiles than SMs: one program per SM walks the tiles in "
+            "a loop, so no tail wave leaves SMs idle and each program is launched once", _persistent,
+            ("launch_bound", "latency_bound", "underfilled_grid")),
     Variant("larger_gemm_tile", "tiling", "more reuse per loaded byte: a wider output tile", _tile(True),
             ("compute_bound_tensor", "memory_bound")),
     Variant("smaller_gemm_tile", "tiling", "fewer registers per thread and more programs: a shorter output tile",
@@ -148,6 +180,9 @@ VARIANTS = (
             _stages(True), ("memory_bound", "latency_bound", "compute_bound_tensor")),
     Variant("shallower_pipelining", "memory", "one stage fewer: less shared memory per block, more blocks per SM",
             _stages(False), ("occupancy_limited_shared",)),
+    Variant("vector_width", "memory", "each thread's run of contiguous elements in the pointwise kernels: shorter for "
+            "more threads in flight, longer for more bytes in flight per thread", _vector,
+            ("memory_bound", "latency_bound"), "row"),
     Variant("longer_row_chunks", "memory", "longer chunks of a streamed row: fewer loop trips, wider loads", _chunk,
             ("memory_bound", "latency_bound"), "row"),
 )

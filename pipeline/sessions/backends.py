@@ -72,14 +72,16 @@ class BuiltBackend:
     transport: StoreTransport | None  # replays the session's stored model replies
 
 
-def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name: str, llm_config: LLMConfig | None = None) -> BuiltBackend:
-    """The backend for one session, on a transport that keeps every model exchange in the store (and replays it)."""
+def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name: str, llm_config: LLMConfig | None = None,
+                  problem_source: str | None = None) -> BuiltBackend:
+    """The backend for one session, on a transport that keeps every model exchange in the store (and replays it).
+    The expert's rules are given the session's problem (`problem_source`): its stage-2 calls see only kernels."""
     if spec.kind == "none":
         return BuiltBackend(PersonBackend(), Ledger(), None)
     if spec.kind == "expert":
         from pipeline.expert.backend import ExpertBackend  # noqa: PLC0415 (the expert backend is optional weight)
 
-        return BuiltBackend(ExpertBackend(), Ledger(), None)
+        return BuiltBackend(ExpertBackend(problem_source), Ledger(), None)
     if spec.kind == "script":
         try:
             script = AgentScript.load(Path(spec.spec))
@@ -99,9 +101,10 @@ def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name
     client = LLMClient(transport, settings, ledger).labelled(run=session_id, problem=problem_name)
     model = ModelBackend(client, spec.describe())
     if spec.kind == "llm":  # a model's multi-seed search always holds one kernel made by rules (its last seed)
+        from pipeline.expert.backend import ExpertBackend  # noqa: PLC0415
         from pipeline.expert.combined import WithExpertSeeds
 
-        return BuiltBackend(WithExpertSeeds(model), ledger, transport)
+        return BuiltBackend(WithExpertSeeds(model, ExpertBackend(problem_source)), ledger, transport)
     return BuiltBackend(model, ledger, transport)
 
 

@@ -98,7 +98,8 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
     problem = session_problem(record, store)
     work_dir = Path(record.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    built = build_backend(BackendSpec.from_json(record.backend), store, session_id, problem.name, llm_config)
+    built = build_backend(BackendSpec.from_json(record.backend), store, session_id, problem.name, llm_config,
+                          problem_source=Path(problem.path).read_text(encoding="utf-8"))
     events(f"session {session_id}: {problem.name} on {device}, backend {built.backend.name}, review {record.review}", "session",
            device=device, backend=built.backend.name)
     if device == "cpu":

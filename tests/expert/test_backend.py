@@ -72,6 +72,23 @@ def test_answers_are_the_same_from_a_fresh_backend_and_a_fresh_capture():
     assert ExpertBackend().seed(source(path), "p", 2, 3).kernel == before
 
 
+def test_stage_two_finds_the_sessions_problem_without_the_capture_cache():
+    """A session resumed on another machine (no capture of its problem there): the rewrite rules are given the
+    session's problem, not left to the cache; without it they say what is missing."""
+    path = tiny("23_Softmax")
+    kernel = seed(path).kernel
+    forget(source(path))
+    try:
+        lost = ExpertBackend().rewrite(kernel, "tiling", "o", plan_of("latency_bound"), [], "1 ms")
+        assert isinstance(lost, NoProposal) and "neither this session's nor in this machine's capture cache" in lost.reason
+        reply = ExpertBackend(source(path)).rewrite(kernel, "tiling", "o", plan_of("latency_bound"), [], "1 ms")
+        assert isinstance(reply, KernelReply) and reply.rationale.startswith("rule rows_in_registers_or_streamed:")
+        other = ExpertBackend(source(tiny("15_Swish"))).rewrite(kernel, "tiling", "o", plan_of("latency_bound"), [], "1 ms")
+        assert isinstance(other, KernelReply)  # the capture above came back into the cache: another session's backend finds it
+    finally:
+        seed(path)  # the cache as the other tests expect it
+
+
 def test_the_problem_runs_in_a_child_without_secrets(tmp_path, monkeypatch):
     problem = tmp_path / "spy.py"
     problem.write_text(source(tiny("23_Softmax")).replace(

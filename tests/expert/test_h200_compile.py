@@ -27,6 +27,10 @@ CASES = [  # (problem, options, kernels expected to use wgmma)
     ("level1/1_GEMM_Square.py", Options(num_stages=5), 1),  # the deepest pipelining variant
     ("level1/6_GEMM_Square_FP16.py", Options(gemm_tile=(128, 256, 64), num_stages=3), 1),  # the largest half tile
     ("level1/10_BatchNorm2d_Train.py", Options(split=True, algebra=True), 0),
+    ("level1/1_GEMM_Square.py", Options(persistent=True), 1),  # the persistent-grid variant: the loop over tiles
+    ("level1/6_GEMM_Square_FP16.py", Options(persistent=True), 1),
+    ("level1/16_GELU_Scale_Bias.py", Options(vector=4), 0),  # the vector-width variant, both ways
+    ("level1/16_GELU_Scale_Bias.py", Options(vector=16), 0),
 ]
 
 
