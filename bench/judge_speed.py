@@ -87,6 +87,7 @@ def summary(result: dict) -> dict:
         "speedups": result.get("speedups"),
         "duration_s": result.get("duration_s"),
         "judge_phase_s": result.get("judge_phase_s"),
+        "cli_s": result.get("cli_s"),  # `egg check`'s own marks, seconds since its process started
         "phase_s": result.get("phase_s"),
         "reference_source": result.get("reference_source"),
         "isolation": (result.get("environment") or {}).get("isolation"),
@@ -172,7 +173,11 @@ def long_lived_part(pairs, cache: Path, device: str, report: Report) -> None:
 def _phases(row: dict) -> str:
     phases = row.get("judge_phase_s") or {}
     keep = ("worker_server", "reference_lookup", "reference", "worker_setup", "worker_calls", "worker_timing", "outputs", "checks")
-    return " ".join(f"{k.replace('worker_', 'w.')}={phases[k]:.2f}" for k in keep if isinstance(phases.get(k), (int, float)))
+    text = " ".join(f"{k.replace('worker_', 'w.')}={phases[k]:.2f}" for k in keep if isinstance(phases.get(k), (int, float)))
+    marks = row.get("cli_s") or {}
+    if any(isinstance(v, (int, float)) for v in marks.values()):  # where the process's time went before the verdict
+        text += " · process at " + " ".join(f"{k}={v:.2f}" for k, v in marks.items() if isinstance(v, (int, float)))
+    return text
 
 
 def markdown(data: dict) -> str:

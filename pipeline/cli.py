@@ -13,6 +13,18 @@ from rich.console import Console
 
 from pipeline.types import EvalOptions
 
+
+def _since_start() -> float | None:
+    """Seconds since this process started (Linux: /proc), so `egg check --json` can say where a check's time went
+    before the judge's own phases begin; None where /proc does not say."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return round(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 try:
     from pipeline.llm.cli import app as llm_app
 except ImportError as missing:  # the GPU machine's image lacks pydantic and the SDKs; check and profile work there
@@ -28,6 +40,7 @@ app.add_typer(session_app, name="session")
 app.add_typer(gate_app, name="gate")
 err = Console(stderr=True)
 DEFAULTS = EvalOptions()
+_IMPORTED_AT = _since_start()  # this module and its subcommands' modules imported
 
 
 class Device(str, Enum):
@@ -79,6 +92,7 @@ def check(
     warmup_ms: float = typer.Option(DEFAULTS.warmup_ms, min=0.0, help="Calls back to back before the trials, so they start at the clocks of a loaded GPU."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
+    marks = {"cli_imported": _IMPORTED_AT}  # seconds since the process started, reported by --json as cli_s
     from pipeline.judge.sandbox import WorkerPool, gpu_device_files
     from pipeline.problems.loader import ProblemError, load_candidate, load_problem
 
@@ -91,6 +105,7 @@ def check(
     guess = device.value if device is not Device.auto else ("cuda" if gpu_device_files() else "cpu")
     pool = WorkerPool(guess)
     pool.start_server()
+    marks["server_started"] = _since_start()
     resolved = resolve_device(device)
     if resolved != guess:
         pool.close()
@@ -112,10 +127,14 @@ def check(
     )
     if not as_json:
         err.print(f"[dim]judging {cand.path} on {options.device} ...[/]")
+    marks["torch_imported"] = _since_start()
     with Judge(options, pool=pool) as judge:
+        marks["verdict_started"] = _since_start()
         result = judge.evaluate(problem, cand)
+        marks["verdict_done"] = _since_start()
+    marks["workers_closed"] = _since_start()
     if as_json:
-        sys.stdout.write(json.dumps(to_jsonable(result), indent=2) + "\n")
+        sys.stdout.write(json.dumps({**to_jsonable(result), "cli_s": marks}, indent=2) + "\n")
     else:
         render(result, Console())
     code = 0 if result.ok else 1
