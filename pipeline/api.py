@@ -469,22 +469,52 @@ def import_bundle(store: Store, bundle: dict[str, Any], *, label: str = "") -> S
         store.create_session(s["id"], problem_path=s["problem_path"], problem_name=s["problem_name"], problem_fp=s["problem_fp"],
                              problem_source=s["problem_source"], backend={**s["backend"], "recorded": True}, review=s["review"],
                              device=s["device"], settings=s["settings"], work_dir=s["work_dir"], label=label or s["label"] or "recorded")
-        store.update_session(s["id"], status=s["status"], stage=s["stage"], outcome=s["outcome"], environment=s["environment"],
-                             finished_at=s["finished_at"])
         ids: dict[int, int] = {}
         for c in bundle["candidates"]:
             source_fp = fingerprint_text(c["source"])
             ids[c["id"]] = store.add_candidate(s["id"], c["stage"], c["origin"], c["source"], source_fp, ids.get(c["parent_id"]), c["note"], c["author"])
             if c["verdict"] is not None:
                 store.save_verdict(s["problem_fp"], source_fp, s["settings"].get("options_key", ""), c["verdict"]["status"], c["verdict"])
+        # This store numbers the candidates anew: every id the session's records hold is mapped to its new number.
+        store.update_session(s["id"], status=s["status"], stage=s["stage"], outcome=_renumbered(s["outcome"], ids),
+                             environment=s["environment"], finished_at=s["finished_at"])
+        gate_ids: dict[int, int] = {}
         for g in bundle["gates"]:
-            gate = store.open_gate(s["id"], g["key"], g["stage"], g["kind"], g["ordinal"], g["reviewed"], g["payload"])
+            gate = store.open_gate(s["id"], g["key"], g["stage"], g["kind"], g["ordinal"], g["reviewed"], _renumbered(g["payload"], ids))
+            gate_ids[g["id"]] = gate.id
             if g["decision"] is not None:
                 d = g["decision"]
-                store.add_decision(gate.id, s["id"], d["action"], d["who"], d["before"], d["after"], d["feedback"])
+                store.add_decision(gate.id, s["id"], d["action"], d["who"], _renumbered(d["before"], ids), _renumbered(d["after"], ids),
+                                   d["feedback"])
         for e in bundle["events"]:
-            store.add_event(s["id"], e["kind"], e["message"], e["data"])
+            store.add_event(s["id"], e["kind"], e["message"], _renumbered(e["data"], ids, gate_ids))
     return store.session(s["id"])
+
+
+_CANDIDATE_ID_KEYS = frozenset({"candidate_id", "best_id", "parent_id", "kernel_id"})
+
+
+def _renumbered(value: Any, ids: dict[int, int], gate_ids: dict[int, int] | None = None) -> Any:
+    """`value` (a payload, a decision, event data) with the candidate ids it holds mapped through `ids`: the fields
+    named for a candidate, and the `id` of each entry of a stage end's `choices`; and `gate_id`s through `gate_ids`.
+    (Event messages keep the recorded numbers: they are what was said at the time.)"""
+    gate_ids = gate_ids or {}
+    if isinstance(value, list):
+        return [_renumbered(v, ids, gate_ids) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in _CANDIDATE_ID_KEYS and isinstance(item, int) and not isinstance(item, bool):
+            out[key] = ids.get(item, item)
+        elif key == "gate_id" and isinstance(item, int) and not isinstance(item, bool):
+            out[key] = gate_ids.get(item, item)
+        elif key == "choices" and isinstance(item, list):
+            out[key] = [{**_renumbered(c, ids, gate_ids), "id": ids.get(c["id"], c["id"])} if isinstance(c, dict) and isinstance(c.get("id"), int)
+                        else _renumbered(c, ids, gate_ids) for c in item]
+        else:
+            out[key] = _renumbered(item, ids, gate_ids)
+    return out
 
 
 def recorded_sessions() -> list[Path]:

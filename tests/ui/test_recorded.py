@@ -38,6 +38,30 @@ def test_a_recording_holds_real_ncu_reports_and_timed_verdicts(bundle, tmp_path)
     assert api.import_bundle(store, data).id == record.id and len(api.list_sessions(store)) == 1  # imported once
 
 
+def test_recordings_imported_into_a_busy_store_point_at_their_own_candidates(tmp_path):
+    """A store numbers candidates and gates anew; every id a recording's gates, decisions, events and outcome hold
+    must name this session's own rows, not whatever holds the recorded number here."""
+    store = api.open_store(tmp_path / "egg.sqlite")
+    records = [api.import_bundle(store, json.loads(b.read_text())) for b in BUNDLES]
+    assert len({c.id for r in records for c in store.candidates(r.id)}) == sum(len(store.candidates(r.id)) for r in records)
+    for record in records[1:]:  # numbered after the first recording's rows: none keeps its recorded ids
+        own = {c.id for c in store.candidates(record.id)}
+        gates = store.gates(record.id)
+        referenced = set()
+        for gate in gates:
+            payload = gate.payload
+            referenced |= {payload[k] for k in ("candidate_id", "best_id", "parent_id") if isinstance(payload.get(k), int)}
+            referenced |= {c["id"] for c in payload.get("choices", [])}
+            if gate.kind == "verdict":
+                assert store.candidate_source(payload["candidate_id"]) is not None
+        referenced.add(record.outcome["best_id"])
+        assert referenced and referenced <= own, (record.problem_name, sorted(referenced - own))
+        gate_ids = {g.id for g in gates}
+        events = api.events(store, record.id)
+        assert {e.data["gate_id"] for e in events if "gate_id" in e.data} <= gate_ids
+        assert {e.data["candidate_id"] for e in events if "candidate_id" in e.data} <= own
+
+
 def test_egg_session_replays_a_recording_gate_by_gate_offline(tmp_path):
     db = tmp_path / "egg.sqlite"
     run = lambda *args: subprocess.run([sys.executable, "-m", "pipeline.cli", "session", *args, "--db", str(db)],
