@@ -40,6 +40,7 @@ class Facts:
     persistent_rows: bool  # some row kernel holds its rows in registers
     looped_rows: bool  # some row kernel streams its rows
     pointwise: bool = False  # some kernel is pointwise (nothing reduced) and large enough to fill a block
+    matmuls: tuple[tuple[int, int, int, str], ...] = ()  # the GEMM kernels alone (the convolution template has no persistent grid)
 
 
 @dataclass(frozen=True)
@@ -56,16 +57,18 @@ def facts(lowering: Lowering, options: Options) -> Facts:
     lowered = lowering.lower(options)
     from pipeline.expert.rowkernel import RowKernel
 
-    gemms, persistent, looped, pointwise = [], False, False, False
+    gemms, matmuls, persistent, looped, pointwise = [], [], False, False, False
     for k in lowered.schedule.kernels():
         if k.kind in ("gemm", "conv"):
             gemms.append(_gemm_shape(k, lowered.schedule.graph))
+            if k.kind == "gemm":
+                matmuls.append(gemms[-1])
             continue
         row = RowKernel(k, lowered.schedule.graph, options, "probe", {}, {})
         persistent |= row.config.mode == "persistent"
         looped |= row.config.mode == "looped"
         pointwise |= row.config.mode == "pointwise" and row.xnumel >= 4096
-    return Facts(tuple(gemms), persistent, looped, pointwise)
+    return Facts(tuple(gemms), persistent, looped, pointwise, tuple(matmuls))
 
 
 def _gemm_shape(k: Kernel, graph) -> tuple[int, int, int, str]:
@@ -94,7 +97,7 @@ def _swizzle(options: Options, f: Facts) -> Options | None:
 
 def _persistent(options: Options, f: Facts) -> Options | None:
     """Only where a GEMM has more output tiles than the H200 has SMs (else the grid is one wave already)."""
-    if options.persistent or options.gemm != "triton" or not f.gemms:
+    if options.persistent or options.gemm != "triton" or not f.matmuls:
         return None
     from pipeline.expert.gemm import default_tile
 
@@ -104,7 +107,7 @@ def _persistent(options: Options, f: Facts) -> Options | None:
             bm, bn = options.gemm_tile[:2]
         return -(-m // bm) * -(-n // bn)
 
-    return options.but(persistent=True) if any(tiles(*g) > H200_SMS for g in f.gemms) else None
+    return options.but(persistent=True) if any(tiles(*g) > H200_SMS for g in f.matmuls) else None
 
 
 def _vector(options: Options, f: Facts) -> Options | None:

@@ -81,6 +81,15 @@ def test_the_persistent_grid_is_offered_where_tiles_outnumber_the_sms():
     assert not any(isinstance(r, KernelReply) and r.rationale.startswith("rule persistent_grid:") for r in offers)
 
 
+def test_no_persistent_grid_for_a_convolution_whose_template_has_none():
+    """Many output tiles, but the implicit-GEMM convolution ignores the option: offering it would propose a kernel
+    that differs from its parent in its record line alone."""
+    kernel = seed_of(SUITE / "level1" / "22_Conv2d_3x3.py")
+    offers = [BACKEND.rewrite(kernel, "parallel_mapping", "o", plan_of("launch_bound"), [], "1 ms", feedback="no\n" * n)
+              for n in range(4)]
+    assert not any(isinstance(r, KernelReply) and r.rationale.startswith("rule persistent_grid:") for r in offers)
+
+
 def test_the_vector_width_sets_the_elements_per_thread_and_passes(tmp_path):
     path = tiny("16_GELU_Scale_Bias")
     lowering = Lowering.of(path.read_text(encoding="utf-8"))
