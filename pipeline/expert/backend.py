@@ -23,7 +23,7 @@ from pipeline.agents.backend import Measurements, NoProposal
 from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply, Tunable
 from pipeline.expert.algebra import TRANSFORMS
 from pipeline.expert.lowering import Lowered, Lowering
-from pipeline.expert.record import read
+from pipeline.expert.record import body, read
 from pipeline.problems.loader import fingerprint_text
 from pipeline.types import EvalResult
 
@@ -107,7 +107,7 @@ class ExpertBackend:
         lowered = lowering.lower(record.options.but(algebra=True))
         if not lowered.rewrites:
             return NoProposal(f"no expert transformation applies to this graph (checked: {', '.join(n for n, _ in TRANSFORMS)})")
-        if lowering.delegates(lowered) or lowered.source == kernel:
+        if lowering.delegates(lowered) or body(lowered.source) == body(kernel):
             return NoProposal("the transformed graph lowers to the same kernels")
         why = "; ".join(f"rule {r}: {RULE_WHY.get(r, r)}" for r in lowered.rewrites)
         return KernelReply(paradigm=f"{record.options.paradigm} + transformations", rationale=why + ".",
@@ -138,7 +138,7 @@ class ExpertBackend:
             return lowering
         known = facts(lowering, record.options)
         offers: list[tuple[str, str, Lowered, str]] = []
-        seen = {kernel}
+        seen = {body(kernel)}  # a variant that changes only the record line is no variant
         for variant in ranked(stage, diagnosis):
             options = variant.make(record.options, known)
             if options is None or options == record.options:
@@ -147,9 +147,9 @@ class ExpertBackend:
                 lowered = lowering.lower(options)
             except ValueError:
                 continue
-            if lowering.delegates(lowered) or lowered.source in seen:
+            if lowering.delegates(lowered) or body(lowered.source) in seen:
                 continue
-            seen.add(lowered.source)
+            seen.add(body(lowered.source))
             offers.append((variant.name, variant.why, lowered, variant.target))
         if rejected < len(offers):
             name, why, lowered, target = offers[rejected]

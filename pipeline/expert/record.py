@@ -43,3 +43,9 @@ def read(source: str) -> Record | None:
         return Record(str(data["problem"]), Options.from_json(data["options"]), tuple(data.get("rules", ())))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def body(source: str) -> str:
+    """The source without its record line: what is compared to tell whether a variant changes the kernel at all
+    (options a template ignores change the record alone)."""
+    return _LINE.sub("", source, count=1)
