@@ -10,8 +10,8 @@
 Every answer is a deterministic function of the call's arguments and the problem, so a session replayed in another
 process gets the same proposals. Stage 2's calls see only the kernel, whose record line names its problem by
 fingerprint: the problem is the one the backend was built for (or was shown by an earlier call), else the capture
-cache's. A proposal's rationale names the
-rule that made it. A rejected proposal is never offered again: the next alternative is, or NoProposal says why.
+cache's. A proposal's rationale names the rule that made it. A rejected proposal is never offered again: the next
+alternative is, or NoProposal says why.
 """
 
 from __future__ import annotations
