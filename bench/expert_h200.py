@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 from pipeline.types import EvalOptions, EvalResult  # noqa: E402
 
 QUICK = {"correctness_trials": 3, "timing_trials": 50, "warmup_ms": 500.0, "timed_input_sets": 2}
-REFERENCE_S = 45.0  # estimated cost of one reference run with both baselines
-CANDIDATE_S = 20.0  # of one candidate
+REFERENCE_S = 25.0  # a problem starts only with this much time for its reference run with both baselines (session 6: 11-13 s)
+CANDIDATE_S = 10.0  # and one candidate (session 6: 2.6-5.2 s)
 RESULTS = "expert_h200.json"
 
 

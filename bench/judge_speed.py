@@ -172,7 +172,8 @@ def long_lived_part(pairs, cache: Path, device: str, report: Report) -> None:
 
 def _phases(row: dict) -> str:
     phases = row.get("judge_phase_s") or {}
-    keep = ("worker_server", "reference_lookup", "reference", "worker_setup", "worker_calls", "worker_timing", "outputs", "checks")
+    keep = ("worker_server", "reference_lookup", "reference", "worker_setup", "worker_import_construct", "worker_calls",
+            "worker_waited_for_go", "worker_timing", "outputs", "checks")
     text = " ".join(f"{k.replace('worker_', 'w.')}={phases[k]:.2f}" for k in keep if isinstance(phases.get(k), (int, float)))
     marks = row.get("cli_s") or {}
     if any(isinstance(v, (int, float)) for v in marks.values()):  # where the process's time went before the verdict

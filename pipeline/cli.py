@@ -8,11 +8,6 @@ import sys
 from enum import Enum
 from pathlib import Path
 
-import typer
-from rich.console import Console
-
-from pipeline.types import EvalOptions
-
 
 def _since_start() -> float | None:
     """Seconds since this process started (Linux: /proc), so `egg check --json` can say where a check's time went
@@ -24,6 +19,29 @@ def _since_start() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
 
+
+def _start_judge_early() -> float | None:
+    """When this process is `egg check`, start the judge's worker server before the rest of the CLI is imported:
+    a repeat check spends most of its seconds waiting for that server's torch and triton imports. The device is
+    guessed as `check` guesses it (a wrong guess is corrected there); any other command starts nothing."""
+    argv = sys.argv
+    if len(argv) < 2 or argv[1] != "check" or Path(argv[0]).name not in ("egg", "cli.py") or {"--help", "-h"} & set(argv):
+        return None
+    from pipeline.judge import sandbox
+
+    device = next((a.split("=", 1)[1] for a in argv if a.startswith("--device=")), None)
+    if "--device" in argv[:-1]:
+        device = argv[argv.index("--device") + 1]
+    sandbox.start_early_pool(device if device in ("cuda", "cpu") else ("cuda" if sandbox.gpu_device_files() else "cpu"))
+    return _since_start()
+
+
+_SERVER_LAUNCHED_AT = _start_judge_early()
+
+import typer  # noqa: E402  (after the early start)
+from rich.console import Console  # noqa: E402
+
+from pipeline.types import EvalOptions  # noqa: E402
 
 try:
     from pipeline.llm.cli import app as llm_app
@@ -92,18 +110,20 @@ def check(
     warmup_ms: float = typer.Option(DEFAULTS.warmup_ms, min=0.0, help="Calls back to back before the trials, so they start at the clocks of a loaded GPU."),
 ) -> None:
     """Judge a candidate strictly against a problem. Exit status 0 only when the verdict is ok."""
-    marks = {"cli_imported": _IMPORTED_AT}  # seconds since the process started, reported by --json as cli_s
-    from pipeline.judge.sandbox import WorkerPool, gpu_device_files
+    marks = {"server_launched": _SERVER_LAUNCHED_AT, "cli_imported": _IMPORTED_AT}  # seconds since the process started (--json: cli_s)
+    from pipeline.judge.sandbox import WorkerPool, gpu_device_files, take_early_pool
     from pipeline.problems.loader import ProblemError, load_candidate, load_problem
 
+    # The judge's worker server imports torch and triton for seconds: it was started before this module's imports
+    # (_start_judge_early) or starts now, while this process imports torch too. `auto` guesses from the device
+    # files; a wrong guess restarts it for the right device.
+    guess = device.value if device is not Device.auto else ("cuda" if gpu_device_files() else "cpu")
+    pool = take_early_pool(guess) or WorkerPool(guess)
     try:
         problem, cand = load_problem(ref), load_candidate(candidate)
     except ProblemError as exc:
+        pool.close()
         fail(str(exc))
-    # The judge's worker server imports torch and triton for seconds: start it first, while this process imports
-    # torch too. `auto` guesses from the device files; a wrong guess restarts it for the right device.
-    guess = device.value if device is not Device.auto else ("cuda" if gpu_device_files() else "cpu")
-    pool = WorkerPool(guess)
     pool.start_server()
     marks["server_started"] = _since_start()
     resolved = resolve_device(device)

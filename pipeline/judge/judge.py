@@ -16,6 +16,7 @@ import random
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -139,6 +140,8 @@ class Judge:
         else:
             self.cache = ReferenceCache(default_cache_root() / "references" if cache_dir == DEFAULT_CACHE else cache_dir)
         self.keep_references = keep_references
+        if self.compare_device == "cuda":  # this process's CUDA context (a second on an H200), made while it waits
+            threading.Thread(target=torch.empty, args=(1,), kwargs={"device": "cuda"}, name="egg-cuda-context", daemon=True).start()
         self._references: OrderedDict[str, Reference] = OrderedDict()
         self._environment: dict[str, str] | None = None
         self._warned: set[str] = set()
@@ -349,6 +352,13 @@ class Evaluation:
                     return self._finish_early(audit, pending)
             job = self._start_candidate()
             self._lap("start_job")
+            early_plan = None
+            if pending.ready is None and pending.facts is not None:
+                # The cached facts make the plan while the reference's outputs are recomputed: the candidate runs its
+                # calls meanwhile, and waits for `go` before its timing, so nothing else runs on the device then.
+                early_plan = self._plan(Reference.from_facts(pending.facts, {}, "disk"))
+                job.send({"type": "plan", **early_plan, "await_go": True})
+                self._lap("send_plan")
             reference = pending.finish()
             self._lap("reference")
             if audit is None:
@@ -358,7 +368,16 @@ class Evaluation:
                     job.wait().close_regions()
                     return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
             verdict = Verdict(self.judge, self.problem, self.candidate, reference, audit.check)
-            job.send({"type": "plan", **self._plan(reference, verdict)})
+            plan = self._plan(reference)
+            if early_plan is None:
+                job.send({"type": "plan", **plan})
+            elif plan != early_plan:  # the problem's inputs were not reproducible: its reference was made anew
+                job.kill()
+                job.wait().close_regions()
+                job = self._start_candidate()
+                job.send({"type": "plan", **plan})
+            else:
+                job.send({"type": "go"})
             self._lap("send_plan")
             outcome = job.wait()
             job = None
@@ -405,11 +424,10 @@ class Evaluation:
         return pool.start(spec, pool.new_workdir("candidate"), compile_timeout_s=opts.compile_timeout_s, run_timeout_s=opts.run_timeout_s,
                           read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}")
 
-    @staticmethod
-    def _plan(reference: Reference, verdict: Verdict) -> dict[str, Any]:
+    def _plan(self, reference: Reference) -> dict[str, Any]:
         first = reference.result["structure"][reference.input_sets[0]["name"]]["tensors"]
         return {"input_sets": reference.input_sets, "timed_sets": reference.timed_sets,
-                "poison": [[t["shape"], t["dtype"]] for t in first], "sample": verdict.sample}
+                "poison": [[t["shape"], t["dtype"]] for t in first], "sample": _sample(self.judge.options, self.candidate)}
 
 
 @dataclass(frozen=True)
@@ -425,8 +443,15 @@ def _worker_phases(phase_s: dict[str, float]) -> dict[str, float]:
     grouped = {"worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_plan": phase_s.get("wait_plan", 0.0),
                "worker_import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
                "worker_calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
-               "worker_timing": phase_s.get("timing", 0.0)}
+               "worker_waited_for_go": phase_s.get("wait_go", 0.0), "worker_timing": phase_s.get("timing", 0.0)}
     return {k: round(v, 4) for k, v in grouped.items()}
+
+
+def _sample(options: EvalOptions, candidate: Candidate) -> dict[str, int]:
+    """How large outputs of extra calls are subsampled (an offset the candidate cannot know in advance)."""
+    # Wholesale wrong outputs (caching, phase switching) still show, without GiBs of copies per candidate.
+    limit = options.subsample_above
+    return {"min_numel": limit, "elements": limit, "offset": _seeds(options.seed, 1, candidate.fingerprint)[0]}
 
 
 class Verdict:
@@ -462,10 +487,7 @@ class Verdict:
 
     @property
     def sample(self) -> dict[str, int]:
-        """How large outputs of extra calls are subsampled (an offset the candidate cannot know in advance)."""
-        # Wholesale wrong outputs (caching, phase switching) still show, without GiBs of copies per candidate.
-        limit = self.options.subsample_above
-        return {"min_numel": limit, "elements": limit, "offset": _seeds(self.options.seed, 1, self.candidate.fingerprint)[0]}
+        return _sample(self.options, self.candidate)
 
     def judge_outcome(self, outcome: JobOutcome, lap: Callable[[str], None] = lambda name: None) -> EvalResult:
         """The verdict on a finished candidate run (its GPU memory is released once the checks are done)."""

@@ -63,6 +63,28 @@ def gpu_device_files() -> bool:
     return any(name.startswith("nvidia") and name[6:].isdigit() for name in _listdir("/dev"))
 
 
+_early_pool: WorkerPool | None = None
+
+
+def start_early_pool(device: str) -> None:
+    """Start a worker server for `device` now, for a caller that will ask for it later (`take_early_pool`): a
+    process whose first work is a verdict starts the server's seconds of imports before its own."""
+    global _early_pool
+    if _early_pool is None:
+        _early_pool = WorkerPool(device)
+        _early_pool.start_server()
+
+
+def take_early_pool(device: str) -> WorkerPool | None:
+    """The pool `start_early_pool` started, if it was for `device` (one for another device is closed)."""
+    global _early_pool
+    pool, _early_pool = _early_pool, None
+    if pool is not None and pool.device != device:
+        pool.close()
+        return None
+    return pool
+
+
 def _listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)

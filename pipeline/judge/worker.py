@@ -79,6 +79,22 @@ class Job:
         if message.get("type") != "plan":
             raise JobFailure("infra_error", f"expected the plan, got a {message.get('type')!r} message")
         self.spec.update({key: message[key] for key in PLAN_KEYS})
+        self.spec["await_go"] = bool(message.get("await_go"))
+
+    def await_go(self) -> None:
+        """Wait until the judge says the device is ours alone (a plan sent while the reference still ran on it)."""
+        if not self.spec.get("await_go"):
+            return
+        self.phase("wait_go")
+        try:
+            message, fds = self.channel.receive()
+        except channel.ChannelClosed as exc:
+            raise JobFailure("infra_error", f"the judge closed the channel before the timing: {exc}")
+        for fd in fds:
+            os.close(fd)
+        if message.get("type") != "go":
+            raise JobFailure("infra_error", f"expected go, got a {message.get('type')!r} message")
+        self.spec["await_go"] = False
 
     def outputs(self) -> OutputFiles:
         """Where kept outputs go: exported device memory on a GPU with a channel, files otherwise."""
@@ -390,6 +406,7 @@ class CandidateRun:
         self.threads_before = live_threads()
         try:
             self.check_calls(model, get_inputs)
+            job.await_go()  # the reference's outputs may still be computed beside our calls: never beside the timing
             if job.device.type == "cuda" and job.options["timing"]:
                 job.phase("timing")
                 self.time_candidate(model, get_inputs)

@@ -117,6 +117,34 @@ def test_outputs_too_large_for_the_disk_are_recomputed_beside_the_cached_facts(t
     assert bad.status is Status.MISMATCH  # the recomputed outputs still catch a wrong candidate
 
 
+def test_beside_recomputed_outputs_the_candidate_runs_its_calls_at_once_and_times_only_after_go(tmp_path):
+    """The cached facts make the candidate's plan while the reference's outputs are recomputed; the candidate then
+    waits for `go` (the reference's worker gone) before anything is timed."""
+    cache = ReferenceCache(tmp_path, max_output_bytes=0)
+    first = judged(cache)
+    assert "wait_go" not in first.phase_s  # a reference computed in full sends its plan after it ends: nothing to wait for
+    again = judged(cache)
+    assert (again.status, again.reference_source) == (Status.OK, "disk+outputs_recomputed")
+    assert "wait_go" in again.phase_s and list(again.phase_s).index("wait_go") > list(again.phase_s).index("audit")
+
+
+def test_a_plan_made_from_stale_facts_restarts_the_candidate_on_the_new_reference(tmp_path):
+    """Facts that no longer describe the problem made the candidate's early plan: once the reference is run anew,
+    the candidate runs again on its plan, never judged on the stale one."""
+    cache = ReferenceCache(tmp_path, max_output_bytes=0)
+    judged(cache)
+    with Judge(OPTIONS, cache_dir=cache) as judge:
+        key = judge._key(problem(SOFTMAX))
+        entry = cache.load(key)
+        dropped = entry.facts["input_sets"].pop(1)["name"]
+        entry.facts["result"]["structure"]["trial_1"]["kind"] = "stale"
+        cache.store(key, entry.facts, None)
+        result = judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert (result.status, result.reference_source) == (Status.OK, "computed")
+    assert dropped in {t.name for t in result.trials}
+    assert "wait_go" not in result.phase_s  # the second worker got the whole plan at once
+
+
 def test_cached_facts_whose_inputs_no_longer_match_are_thrown_away(tmp_path):
     """If a problem's inputs turn out different from the cached run's, the whole reference is run again."""
     cache = ReferenceCache(tmp_path, max_output_bytes=0)
