@@ -171,10 +171,11 @@ def long_lived_part(pairs, cache: Path, device: str, report: Report) -> None:
 
 
 def _phases(row: dict) -> str:
-    phases = row.get("judge_phase_s") or {}
-    keep = ("worker_server", "reference_lookup", "reference", "worker_setup", "worker_import_construct", "worker_calls",
-            "worker_waited_for_go", "worker_timing", "outputs", "checks")
-    text = " ".join(f"{k.replace('worker_', 'w.')}={phases[k]:.2f}" for k in keep if isinstance(phases.get(k), (int, float)))
+    phases = {k: v for k, v in (row.get("judge_phase_s") or {}).items() if k != "total"}
+    # every phase of a tenth of a second or more, in the judge's order: its own laps, the reference worker's (ref.w.)
+    # and the candidate worker's (w.)
+    text = " ".join(f"{k.replace('reference_worker_', 'ref.w.').replace('worker_', 'w.')}={v:.2f}" for k, v in phases.items()
+                    if isinstance(v, (int, float)) and v >= 0.1)
     marks = row.get("cli_s") or {}
     if any(isinstance(v, (int, float)) for v in marks.values()):  # where the process's time went before the verdict
         text += " · process at " + " ".join(f"{k}={v:.2f}" for k, v in marks.items() if isinstance(v, (int, float)))

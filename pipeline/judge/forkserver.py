@@ -47,6 +47,7 @@ def _child(request: dict) -> None:
         from pipeline.judge import isolation, worker
 
         job = worker.Job(request["spec_path"])
+        job.phase("isolation")  # from here to `setup`: the sandbox and, on a GPU, CUDA (`cuda_init`)
         plan = isolation.Plan.from_json(request["isolation"]) if request.get("isolation") else None
         report = None
         if plan is not None:

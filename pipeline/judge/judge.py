@@ -16,7 +16,6 @@ import random
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ class Reference:
     degeneracy: compare.Degeneracy
     notes: list[str] = field(default_factory=list)
     source: str = "computed"
+    worker_phase_s: dict[str, float] = field(default_factory=dict)  # this time's reference worker, if one ran
 
     @property
     def dtypes(self) -> frozenset[str]:
@@ -140,8 +140,6 @@ class Judge:
         else:
             self.cache = ReferenceCache(default_cache_root() / "references" if cache_dir == DEFAULT_CACHE else cache_dir)
         self.keep_references = keep_references
-        if self.compare_device == "cuda":  # this process's CUDA context (a second on an H200), made while it waits
-            threading.Thread(target=torch.empty, args=(1,), kwargs={"device": "cuda"}, name="egg-cuda-context", daemon=True).start()
         self._references: OrderedDict[str, Reference] = OrderedDict()
         self._environment: dict[str, str] | None = None
         self._warned: set[str] = set()
@@ -229,7 +227,8 @@ class Judge:
             shutil.rmtree(outcome.workdir, ignore_errors=True)  # candidates must not find the reference outputs on disk
         if pending.facts is not None:
             return self._recomputed(pending, outcome.result, outputs)
-        reference = Reference(outcome.result, outputs, pending.input_sets, pending.timed_sets, compare.Degeneracy(False))
+        reference = Reference(outcome.result, outputs, pending.input_sets, pending.timed_sets, compare.Degeneracy(False),
+                              worker_phase_s=dict(outcome.result.get("phase_s", {})))
         self._drop_unusable_signed_trial(reference)
         trial_outputs = [outputs[s["name"]] for s in reference.input_sets if not s.get("signed")]
         reference.degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
@@ -243,7 +242,9 @@ class Judge:
         if result["checksums"] != cached["checksums"] or result["structure"] != cached["structure"]:
             self.cache.remove(pending.key)  # the problem's inputs are not reproducible: compute everything again
             return self._prepare_reference(pending.problem, use_disk=False).finish()
-        return self._keep(pending.problem, Reference.from_facts(facts, outputs, "disk+outputs_recomputed"))
+        reference = Reference.from_facts(facts, outputs, "disk+outputs_recomputed")
+        reference.worker_phase_s = dict(result.get("phase_s", {}))
+        return self._keep(pending.problem, reference)
 
     def _keep(self, problem: Problem, reference: Reference) -> Reference:
         self._references[problem.fingerprint] = reference
@@ -361,6 +362,8 @@ class Evaluation:
                 self._lap("send_plan")
             reference = pending.finish()
             self._lap("reference")
+            if reference.source not in ("memory", "disk"):  # where the reference worker's seconds went
+                self.phases.update({f"reference_worker_{k}": v for k, v in reference.worker_phase_s.items()})
             if audit is None:
                 audit = self._audit(source, reference.dtypes)
                 if audit.early is not None:
@@ -440,7 +443,8 @@ class Audit:
 
 def _worker_phases(phase_s: dict[str, float]) -> dict[str, float]:
     """The candidate worker's phases grouped as the judge reports them."""
-    grouped = {"worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_plan": phase_s.get("wait_plan", 0.0),
+    grouped = {"worker_isolation": phase_s.get("isolation", 0.0), "worker_cuda_init": phase_s.get("cuda_init", 0.0),
+               "worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_plan": phase_s.get("wait_plan", 0.0),
                "worker_import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
                "worker_calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
                "worker_waited_for_go": phase_s.get("wait_go", 0.0), "worker_timing": phase_s.get("timing", 0.0)}

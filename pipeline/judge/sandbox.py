@@ -28,7 +28,7 @@ import pipeline
 from pipeline.judge import channel, isolation
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
-COMPILE_PHASES = ("", "setup", "import", "construct", "first_call")
+COMPILE_PHASES = ("", "isolation", "cuda_init", "setup", "import", "construct", "first_call")
 WAIT_PHASES = ("wait_plan",)  # waiting for the judge: no timeout runs
 LOG_TAIL_CHARS = 4000
 SHM_MIN_FREE_BYTES = 32 << 30

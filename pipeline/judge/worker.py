@@ -31,7 +31,7 @@ from pipeline.judge.compare import subsample
 from pipeline.judge.probes import LaunchCounter, NamespaceSnapshot, OpRecorder, hold_fp32_to_fp32, live_threads, warm_up
 from pipeline.judge.tensorfile import DeviceOutputs, OutputFiles
 
-COMPILE_PHASES = ("setup", "import", "construct", "first_call")
+COMPILE_PHASES = ("isolation", "cuda_init", "setup", "import", "construct", "first_call")
 PLAN_KEYS = ("input_sets", "timed_sets", "poison", "sample")
 
 
@@ -132,6 +132,7 @@ def prepare(job: Job, trusted_cache: str | None = None) -> None:
     compile cache it later runs from, never the one the judge's kernels come from)."""
     if job.device.type != "cuda":
         return
+    job.phase("cuda_init")
     torch.ones(1, device=job.device)
     if job.options.get("timing") and job.spec["kind"] == "candidate":
         if trusted_cache:

@@ -54,6 +54,9 @@ def test_a_repeat_egg_check_in_a_new_process_skips_the_reference(tmp_path):
         assert result["status"] == "ok", result["reason"]
         sources.append(result["reference_source"])
         assert {"reference_lookup", "audit", "reference", "candidate", "checks", "worker_calls", "total"} <= set(result["judge_phase_s"])
+        marks = result["cli_s"]  # the worker server was started before the CLI's own imports
+        assert marks["server_launched"] < marks["cli_imported"] <= marks["verdict_started"], marks
+        assert result["judge_phase_s"]["worker_isolation"] > 0
     assert sources == ["computed", "disk"]
     assert list((tmp_path / "references").glob("*/*/entry.json"))
 
@@ -201,3 +204,19 @@ def test_a_job_sees_neither_the_reference_cache_nor_another_candidates_compile_c
         pool.close()
     assert seen == {"references": False, "other": False, "mine_writable": True, "uid": isolation.SANDBOX_UID}
     assert oct(os.stat(cache_root / "references").st_mode & 0o777) == "0o700"
+
+
+def test_an_early_worker_server_is_handed_over_once_and_only_for_its_device():
+    from pipeline.judge import sandbox
+
+    sandbox.start_early_pool("cpu")
+    pool = sandbox.take_early_pool("cpu")
+    try:
+        assert pool is not None and pool.device == "cpu"
+        pool.wait_ready()  # a real server, serving
+        assert sandbox.take_early_pool("cpu") is None  # handed over once
+    finally:
+        pool.close()
+    sandbox.start_early_pool("cpu")
+    assert sandbox.take_early_pool("cuda") is None  # a guess for the wrong device is closed, not used
+    assert sandbox.take_early_pool("cpu") is None
