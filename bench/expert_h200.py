@@ -17,14 +17,13 @@ Modes:
 egg never ends worse than the reference: where no candidate passes, or the fastest is slower than eager, the
 answer is the reference itself (speedup 1.0 over eager) and the table says so ("kept the reference").
 
-Time, as last measured (session 6, call 5, at the judge with cached references and one long-lived Judge): with
---quick --seeds 2, two problems took 69.5 s with the start-up, a candidate 2.6-5.2 s of it; so about 30-35 s a
-problem and about 20-25 min for the 37, in three device calls of at most 10 minutes (--deadline-s, then
---resume FILE). (Before the judge kept its references, the estimate was ~45 s a reference and ~20 s a candidate,
-60-70 min.) --quick is 3 correctness trials, 50 timing trials, 0.5 s warm-up, 2 timed input sets. Problems run interleaved across levels (L1, L2, L3, L1, ...) so a cut run still covers every level;
---deadline-s stops starting problems in time, results are rewritten after every problem, --shard K/N splits the
-suite across device calls, --resume FILE skips what a previous command measured, --merge combines several
-commands' JSON files (no GPU needed):
+Time, as last measured (session 8, the whole suite with --quick --seeds 2): 1,244 s for the 37 problems, 34 s a
+problem, a candidate 2.0-7.7 s; three device calls of at most 10 minutes (--deadline-s, then --resume FILE), the
+file kept on the warm machine between calls (bench/results/2026-12-01-s8/README.md). --quick is 3 correctness
+trials, 50 timing trials, 0.5 s warm-up, 2 timed input sets. Problems run interleaved across levels (L1, L2, L3, L1,
+...) so a cut run still covers every level; --deadline-s stops starting problems in time, results are rewritten
+after every problem, --shard K/N splits the suite across device calls, --resume FILE skips what a previous command
+measured, --merge combines several commands' JSON files (no GPU needed):
     PYTHONPATH=. python bench/expert_h200.py --merge A/expert_h200.json B/expert_h200.json --out DIR
 
 Smoke test without a GPU (tiny twins, Triton's interpreter, no timings):
