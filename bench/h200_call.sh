@@ -2,7 +2,7 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize judgespeed expert
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize startup judgespeed expert
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
 # CLOCKS_ARGS, VARIANCE_ARGS, OPTIMIZE_ARGS and EXPERT_ARGS add arguments to those parts' scripts, e.g.
 # OPTIMIZE_ARGS='--only softmax' (JUDGESPEED_ARGS='--parts repeat,judge' splits judgespeed over two calls). Two
@@ -55,6 +55,8 @@ for p in "$@"; do
       part profilecli "${PROFILECLI_S:-120}" bash -c 'python3 -m pipeline.cli profile examples/candidates/softmax_triton.py --ref data/problems/suite/level1/23_Softmax.py --mode ncu && python3 -m pipeline.cli profile examples/candidates/softmax_triton.py --ref data/problems/suite/level1/23_Softmax.py --mode ncu --json > "$0/profile_softmax.json"' "$OUT/profilecli" ;;
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
+    startup)  # issue 13: torch's import and a CUDA context in fresh processes, 1, 2 and 3 at a time
+      part startup "${STARTUP_S:-150}" python3 bench/judge_startup.py --out "$OUT/startup" ;;
     judgespeed)  # issue 13: first and repeat `egg check` of the five examples in fresh processes, one long-lived Judge
       part judgespeed "${JUDGESPEED_S:-570}" python3 bench/judge_speed.py --out "$OUT/judgespeed" ${JUDGESPEED_ARGS:-} ;;
     optimize)
