@@ -29,7 +29,7 @@ from pipeline.judge import channel, isolation
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 COMPILE_PHASES = ("", "isolation", "cuda_init", "setup", "import", "construct", "first_call")
-WAIT_PHASES = ("wait_plan",)  # waiting for the judge: no timeout runs
+WAIT_PHASES = ("wait_plan", "wait_go")  # waiting for the judge (its plan; the device to itself): no timeout runs
 LOG_TAIL_CHARS = 4000
 SHM_MIN_FREE_BYTES = 32 << 30
 
@@ -215,14 +215,14 @@ class Job:
             if phase in WAIT_PHASES:
                 waited += now - last
             last = now
-            in_compile = phase in COMPILE_PHASES or phase in WAIT_PHASES
+            in_compile = run_started is None and (phase in COMPILE_PHASES or phase in WAIT_PHASES)
             if not in_compile and run_started is None:
-                run_started = now
-            overdue = (now - self.started - waited > self.compile_timeout_s) if in_compile else (now - run_started > self.run_timeout_s)
+                run_started, waited = now, 0.0
+            overdue = (now - self.started - waited > self.compile_timeout_s) if in_compile else (now - run_started - waited > self.run_timeout_s)
             if overdue and pid is not None:
                 _kill_group(pid)
                 self._wait_exit()
-                return None, "compile" if phase in COMPILE_PHASES or phase in WAIT_PHASES else "run"
+                return None, "compile" if in_compile else "run"
 
     def _wait_exit(self, timeout_s: float = 10.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -131,6 +131,22 @@ def test_beside_recomputed_outputs_the_candidate_runs_its_calls_at_once_and_time
     assert "wait_go" in again.phase_s and list(again.phase_s).index("wait_go") > list(again.phase_s).index("audit")
 
 
+def test_waiting_for_the_reference_does_not_count_against_the_candidates_run_timeout(tmp_path):
+    """A candidate that waits for `go` while a slow reference recomputes its outputs is not timed out for it."""
+    slow = tmp_path / "level1" / "23_Softmax.py"
+    slow.parent.mkdir()
+    slow.write_text((TINY / SOFTMAX).read_text().replace("import torch\n", "import time\n\nimport torch\n", 1)
+                    .replace("        return torch.softmax", "        time.sleep(1.0)\n        return torch.softmax"))
+    from pipeline.problems.loader import load_problem
+
+    cache = ReferenceCache(tmp_path / "cache", max_output_bytes=0)
+    options = dataclasses.replace(OPTIONS, run_timeout_s=2.0)
+    assert judged(cache, prob=load_problem(slow), options=options).status is Status.OK
+    again = judged(cache, prob=load_problem(slow), options=options)  # the reference's outputs take 4 s to recompute
+    assert (again.status, again.reference_source) == (Status.OK, "disk+outputs_recomputed"), again.reason
+    assert again.phase_s["wait_go"] > 2.0
+
+
 def test_a_plan_made_from_stale_facts_restarts_the_candidate_on_the_new_reference(tmp_path):
     """Facts that no longer describe the problem made the candidate's early plan: once the reference is run anew,
     the candidate runs again on its plan, never judged on the stale one."""
