@@ -31,7 +31,6 @@ from pipeline.judge.compare import subsample
 from pipeline.judge.probes import LaunchCounter, NamespaceSnapshot, OpRecorder, hold_fp32_to_fp32, live_threads, warm_up
 from pipeline.judge.tensorfile import DeviceOutputs, OutputFiles
 
-COMPILE_PHASES = ("isolation", "cuda_init", "setup", "import", "construct", "first_call")
 PLAN_KEYS = ("input_sets", "timed_sets", "poison", "sample")
 
 
