@@ -53,6 +53,7 @@ FIXES: dict[str, tuple[tuple[str, str], ...]] = {
         ("parallel_mapping", "a persistent grid of one program per SM looping over tiles"),
     ),
 }
+PERSISTENT = "persistent grid"  # the words of the one fix above that only a GEMM kernel can take
 STAGE_ORDER = ("algorithm", "parallel_mapping", "tiling", "memory")
 MAX_EVIDENCE = 4
 
@@ -89,6 +90,12 @@ def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, rejecte
         bottlenecks += [timed] if timed is not None else []
     if not bottlenecks:
         return found if isinstance(found, NoProposal) else NoProposal("nothing to diagnose from")
+    if _gemm_count(kernel) == 0:  # a persistent grid is a GEMM template's option: no fix for row or pointwise kernels
+        bottlenecks = [Bottleneck(name=b.name, evidence=b.evidence, fixes=[f for f in b.fixes if PERSISTENT not in f.change])
+                       for b in bottlenecks]
+        bottlenecks = [b for b in bottlenecks if b.fixes]
+        if not bottlenecks:
+            return NoProposal("the rules' only fixes for this kernel need a GEMM, and it has none")
     while rejected and bottlenecks:  # each rejection drops the plan's first fix; a bottleneck with none left goes
         top = bottlenecks[0]
         bottlenecks = ([Bottleneck(name=top.name, evidence=top.evidence, fixes=top.fixes[1:])] if len(top.fixes) > 1 else []) + bottlenecks[1:]
@@ -96,6 +103,17 @@ def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, rejecte
     if not bottlenecks:
         return NoProposal("every fix the rules had for this kernel was rejected")
     return Diagnosis(bottlenecks=bottlenecks)
+
+
+def _gemm_count(kernel: str) -> int | None:
+    """How many Triton GEMM kernels the expert's kernel has, from its record (None: not the expert's, or unknown)."""
+    from pipeline.expert.lowering import Lowering
+    from pipeline.expert.record import read
+    from pipeline.expert.variants import facts
+
+    record = read(kernel)
+    lowering = Lowering.from_cache(record.problem) if record is not None else None
+    return len(facts(lowering, record.options).matmuls) if lowering is not None else None
 
 
 def _grid_evidence(kernel: str) -> Bottleneck | None:

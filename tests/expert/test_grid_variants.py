@@ -113,3 +113,22 @@ def test_the_vector_width_is_a_memory_variant_of_large_pointwise_kernels():
     small = seed_of(tiny("16_GELU_Scale_Bias"))  # 1024 elements: one block, nothing to gain
     first = BACKEND.rewrite(small, "memory", "o", plan_of("memory_bound"), [], "0.1 ms")
     assert not (isinstance(first, KernelReply) and first.rationale.startswith("rule vector_width:"))
+
+
+def launch_bound_profile() -> "Measurements":
+    from pipeline.agents.backend import Measurements
+    from pipeline.profiler.report import Classification, Evidence as ProfileEvidence, ProfileReport
+
+    overall = Classification("launch_bound", 60.0, (ProfileEvidence("launch__grid_size", 16, "16 blocks for 132 SMs"),), "too few blocks")
+    report = ProfileReport("static_only", "c.py", "0" * 64, "p.py", "0" * 64, (), overall, None, None, None, None)
+    return Measurements(None, report)
+
+
+def test_a_launch_bound_plan_offers_the_persistent_grid_only_to_a_kernel_with_a_gemm():
+    def fixes(kernel: str) -> list[str]:
+        plan = BACKEND.diagnose(kernel, launch_bound_profile(), "parallel_mapping", "objective")
+        return [f.change for b in plan.bottlenecks for f in b.fixes]
+
+    row = fixes(seed_of(tiny("23_Softmax")))
+    assert row and not any("persistent grid" in change for change in row)  # the row kernel keeps its other fixes
+    assert any("persistent grid" in change for change in fixes(seed_of(tiny("1_GEMM_Square"))))
