@@ -69,14 +69,7 @@ class Job:
         if self.channel is None:
             raise JobFailure("infra_error", "the spec holds no plan and the judge offers no channel")
         self.phase("wait_plan")
-        try:
-            message, fds = self.channel.receive()
-        except channel.ChannelClosed as exc:
-            raise JobFailure("infra_error", f"the judge closed the channel before sending the plan: {exc}")
-        for fd in fds:
-            os.close(fd)
-        if message.get("type") != "plan":
-            raise JobFailure("infra_error", f"expected the plan, got a {message.get('type')!r} message")
+        message = self._receive("plan", "sending the plan")
         self.spec.update({key: message[key] for key in PLAN_KEYS})
         self.spec["await_go"] = bool(message.get("await_go"))
 
@@ -85,15 +78,20 @@ class Job:
         if not self.spec.get("await_go"):
             return
         self.phase("wait_go")
+        self._receive("go", "the timing")
+        self.spec["await_go"] = False
+
+    def _receive(self, kind: str, before: str) -> dict[str, Any]:
+        """The judge's next message, which must be of type `kind` (descriptors sent with it are closed)."""
         try:
             message, fds = self.channel.receive()
         except channel.ChannelClosed as exc:
-            raise JobFailure("infra_error", f"the judge closed the channel before the timing: {exc}")
+            raise JobFailure("infra_error", f"the judge closed the channel before {before}: {exc}")
         for fd in fds:
             os.close(fd)
-        if message.get("type") != "go":
-            raise JobFailure("infra_error", f"expected go, got a {message.get('type')!r} message")
-        self.spec["await_go"] = False
+        if message.get("type") != kind:
+            raise JobFailure("infra_error", f"expected {kind}, got a {message.get('type')!r} message")
+        return message
 
     def outputs(self) -> OutputFiles:
         """Where kept outputs go: exported device memory on a GPU with a channel, files otherwise."""
