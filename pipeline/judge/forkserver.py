@@ -87,9 +87,8 @@ def serve() -> None:
         if readable:
             idle_since = time.monotonic()
         elif not warmed and time.monotonic() - idle_since > WARM_UP_AFTER_IDLE_S:
-            # torch's first dispatch mode imports torch._dynamo (a second): paid once here, while nothing waits, so
-            # later jobs start warm; jobs asked for before that (the first of a fresh `egg check`) pay it themselves,
-            # beside the reference's worker, instead of every job waiting for it here
+            # torch's first-use work for the probes (milliseconds now that they import no torch._dynamo): done
+            # once here while nothing waits, so later jobs start warm; a job asked for first is never kept waiting
             warm_up(torch.device("cpu"))
             warmed = True
             continue

@@ -73,7 +73,16 @@ class LaunchCounter:
 
 
 class OpRecorder(TorchDispatchMode):
-    """Records the aten compute ops (by packet name) that run while it is active."""
+    """Records the aten compute ops (by packet name) that run while it is active.
+
+    torch wraps a mode's `__torch_dispatch__` in its lazy dynamo-disable, whose first call imports torch._dynamo:
+    seconds on a cold host, on the critical path of every fresh worker. This mode never runs under torch.compile's
+    tracing, so it opts out (`_should_skip_dynamo`; torch versions without the hook never wrapped it).
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
 
     def __init__(self) -> None:
         super().__init__()
@@ -145,15 +154,29 @@ class NamespaceSnapshot:
         for key, space in _namespaces().items():
             now = vars(space)
             for name, value in self._before.get(key, {}).items():
-                if now.get(name) is not value:
+                if now.get(name) is not value and not _dynamo_wrapped(f"{key}.{name}", value, now.get(name)):
                     changed.append(f"{key}.{name}")
         changed += [f"{name} (now {value})" for name, value in numeric_settings().items() if value != self._settings[name]]
         return sorted(changed)
 
 
+_LAZY_DISABLE_CODE = torch._disable_dynamo(lambda: None).__code__  # the wrapper's code; making one imports nothing
+
+
+def _dynamo_wrapped(name: str, before: object, now: object) -> bool:
+    """Whether `now` is what importing torch._dynamo makes of `before`: it replaces `torch.manual_seed` with torch's
+    own lazy dynamo-disable wrapper of the same function. Our probes no longer import it, so a candidate that does
+    (torch.compile, a dispatch mode of its own) changes this one name, and that is torch's doing, not tampering.
+    Only the genuine wrapper passes: torch's own code object, closed over the very function of the snapshot."""
+    if name != "torch.manual_seed" or getattr(now, "__code__", None) is not _LAZY_DISABLE_CODE:
+        return False
+    cells = dict(zip(now.__code__.co_freevars, now.__closure__ or ()))
+    return "fn" in cells and cells["fn"].cell_contents is before
+
+
 def warm_up(device: torch.device) -> None:
-    """Run the probes once on a trivial op: torch replaces some of its own functions on first use (entering a
-    dispatch mode wraps `torch.manual_seed`, for one), and that must happen before the snapshot, not after."""
+    """Run the probes once on a trivial op, so torch's first-use work (dispatch tables, a device's first kernel) is
+    done before the snapshot and before the clock, not inside a candidate's first call."""
     with OpRecorder():
         (torch.ones(2, device=device) + 1).sum()
     if device.type == "cuda":

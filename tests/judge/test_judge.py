@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from pipeline.judge.judge import Judge
@@ -123,6 +126,7 @@ def test_output_cache_is_caught_by_the_outputs_too():
         ("cheat_thread.py", "background_threads: threads still running after call(s) trial_1"),
         ("cheat_lazy_tensor.py", "output_types: outputs of type egg_candidate.Lazy"),
         ("cheat_tf32_switch.py", "timer_integrity: replaced while the candidate ran: torch.backends.cuda.matmul.allow_tf32 (now True)"),
+        ("cheat_seed_wrapper.py", "timer_integrity: replaced while the candidate ran: torch.manual_seed"),
     ],
 )
 def test_run_time_probes_catch_what_the_static_audit_would(name, reason):
@@ -130,6 +134,32 @@ def test_run_time_probes_catch_what_the_static_audit_would(name, reason):
     with Judge(EvalOptions(device="cpu", correctness_trials=1, repeat_calls=1), auditor=no_static_findings) as judge:
         result = judge.evaluate(problem(SOFTMAX), candidate(name))
     assert (result.status, result.reason[: len(reason)]) == (Status.BANNED, reason)
+
+
+def test_torch_importing_dynamo_under_a_candidate_is_not_tampering():
+    """The probes import no torch._dynamo (seconds on a cold host); a candidate whose call imports it sees torch
+    rewrap torch.manual_seed, and that alone is torch's doing, not a replaced function."""
+    with Judge(EvalOptions(device="cpu", correctness_trials=1, repeat_calls=1), auditor=no_static_findings) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("softmax_imports_dynamo.py"))
+    assert (result.status, result.reason) == (Status.OK, "passed every check")
+
+
+def test_the_probes_import_no_dynamo():
+    """Entering our dispatch mode, warming up and snapshotting leave torch._dynamo unimported (a fresh process, as a
+    worker is: the test process may have imported it already)."""
+    code = (
+        "import sys, torch\n"
+        "from pipeline.judge.probes import NamespaceSnapshot, OpRecorder, warm_up\n"
+        "warm_up(torch.device('cpu'))\n"
+        "snapshot = NamespaceSnapshot()\n"
+        "with OpRecorder() as rec:\n"
+        "    torch.ones(3).exp().sum()\n"
+        "print('torch._dynamo' in sys.modules, sorted(rec.ops))\n"
+        "import torch._dynamo\n"
+        "print(snapshot.changes())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.splitlines() == ["False ['exp', 'sum']", "[]"]
 
 
 def test_candidate_sees_no_secrets_and_runs_in_a_temporary_folder(monkeypatch):
