@@ -56,7 +56,7 @@ for p in "$@"; do
     tune)
       part tune "${TUNE_S:-330}" python3 bench/tune_h200.py --out "$OUT/tune" --deadline-s "$(( ${TUNE_S:-330} - 30 ))" ;;
     startup)  # issue 13: torch's import and a CUDA context in fresh processes, 1, 2 and 3 at a time
-      part startup "${STARTUP_S:-150}" python3 bench/judge_startup.py --out "$OUT/startup" ;;
+      part startup "${STARTUP_S:-200}" python3 bench/judge_startup.py --out "$OUT/startup" ;;
     judgespeed)  # issue 13: first and repeat `egg check` of the five examples in fresh processes, one long-lived Judge
       part judgespeed "${JUDGESPEED_S:-570}" python3 bench/judge_speed.py --out "$OUT/judgespeed" ${JUDGESPEED_ARGS:-} ;;
     optimize)
