@@ -200,16 +200,20 @@ class RowKernel:
             after.append(f"t{node.id} = tl.{node.fn}({acc}, axis=1, keep_dims=True)")
             return (f"{acc} = tl.full([XBLOCK, RBLOCK], {IDENTITY[node.fn]}, tl.float32)",
                     f"{acc} = tl.{'maximum' if node.fn == 'max' else 'minimum'}({acc}, {masked})")
-        # argmax/argmin across chunks: the chunk's best, kept only when strictly better (the first one wins ties).
+        # argmax/argmin across chunks, lane by lane as max/min are: each lane of the tile keeps its best value and
+        # where it first saw it (strictly better only, so the first wins ties), with no reduction inside the loop;
+        # after it, the row's best and the smallest position holding it (the first occurrence, as torch returns).
+        # A tl.argmax per chunk instead costs two cross-warp reductions each trip: 1.75x the eager time on the H200.
         better = ">" if node.fn == "argmax" else "<"
-        after.append(f"t{node.id} = {acc}_index")
-        init = f"{acc} = tl.full([XBLOCK, 1], {IDENTITY[node.fn]}, tl.float32)\n{acc}_index = tl.zeros([XBLOCK, 1], tl.int32)"
+        best = "max" if node.fn == "argmax" else "min"
+        after.append(f"best{node.id} = tl.{best}({acc}, axis=1, keep_dims=True)")
+        after.append(f"t{node.id} = tl.min(tl.where({acc} == best{node.id}, {acc}_index, RNUMEL), axis=1, keep_dims=True)")
+        init = f"{acc} = tl.full([XBLOCK, RBLOCK], {IDENTITY[node.fn]}, tl.float32)\n{acc}_index = tl.zeros([XBLOCK, RBLOCK], tl.int32)"
         update = "\n".join((
             f"chunk{node.id} = {masked}",
-            f"best{node.id} = tl.{'max' if node.fn == 'argmax' else 'min'}(chunk{node.id}, axis=1, keep_dims=True)",
-            f"where{node.id} = tl.{node.fn}(chunk{node.id}, axis=1, keep_dims=True) + r0",
-            f"{acc}_index = tl.where(best{node.id} {better} {acc}, where{node.id}, {acc}_index)",
-            f"{acc} = tl.where(best{node.id} {better} {acc}, best{node.id}, {acc})",
+            f"take{node.id} = chunk{node.id} {better} {acc}",
+            f"{acc}_index = tl.where(take{node.id}, rindex, {acc}_index)",
+            f"{acc} = tl.where(take{node.id}, chunk{node.id}, {acc})",
         ))
         return init, update
 

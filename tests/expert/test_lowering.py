@@ -20,6 +20,7 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("row_reduction_in_registers", tiny("23_Softmax"), Options(), "row_reduction", "rindex = tl.arange(0, RBLOCK)"),
     ("row_reduction_streamed", tiny("21_KLDiv_PerRow"), Options(reduction="looped"), "row_reduction", "for r0 in range(0, RNUMEL, RBLOCK)"),
     ("argmax_streamed", tiny("14_Argmax_Dim1"), Options(reduction="looped", row_block=16), "row_reduction", "_index = tl.where"),
+    ("argmax_ties_streamed", fixture("argmax_ties"), Options(reduction="looped", row_block=8), "row_reduction", "acc1 == best1"),
     ("batch_norm_streamed", tiny("10_BatchNorm2d_Train"), Options(reduction="looped", row_block=32), "row_reduction", "# last pass"),
     ("losses", fixture("zoo_losses"), Options(), "row_reduction", "tl.where"),
     ("reductions", fixture("zoo_reductions"), Options(), "row_reduction", "tl.argmin"),
