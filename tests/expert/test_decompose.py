@@ -21,8 +21,9 @@ def flat(value):
 def assert_same(out, ref, atol=1e-5):
     for o, r in zip(flat(out), flat(ref), strict=True):
         assert o.shape == r.shape and o.dtype == r.dtype
-        if r.is_floating_point():
-            torch.testing.assert_close(o, r, atol=atol, rtol=atol)
+        if r.is_floating_point():  # half outputs: a few ulps apart where the IR rounds per node and torch per call
+            tol = max(atol, 4e-3) if r.dtype in (torch.float16, torch.bfloat16) else atol
+            torch.testing.assert_close(o, r, atol=tol, rtol=tol)
         else:
             assert torch.equal(o, r)
 

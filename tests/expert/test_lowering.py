@@ -12,7 +12,7 @@ from pipeline.expert.options import Options
 from pipeline.expert.record import read
 from pipeline.types import Status
 from tests.expert.judging import CPU, Judge, judge_source, verdict_text
-from tests.expert.problems import fixture, tiny
+from tests.expert.problems import ROOT, fixture, tiny
 
 CASES = [  # (id, problem, options, a rule the record must name, text the source must hold)
     ("pointwise_fusion", tiny("17_Clamp_Tanh_Chain"), Options(), "pointwise_fusion", "_tanh("),
@@ -27,6 +27,7 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("norms", fixture("zoo_norms"), Options(), "row_reduction", "tl.rsqrt"),
     ("triton_gemm_tf32x3", tiny("7_Linear_Residual_Tanh"), Options(), "triton_gemm_epilogue", 'input_precision="tf32x3"'),
     ("triton_gemm_ieee", tiny("1_Linear_GELU_Scale"), Options(precision="ieee"), "triton_gemm_epilogue", 'input_precision="ieee"'),
+    ("half_results_rounded", fixture("half_linear_silu"), Options(), "triton_gemm_epilogue", ").to(tl.float16).to(tl.float32)"),
     ("triton_bmm_strided", tiny("8_BMM_Scale_Softmax"), Options(), "triton_gemm_epilogue", "bidx"),
     ("matmul_zoo", fixture("zoo_matmuls"), Options(), "triton_gemm_epilogue", "tl.dot"),
     ("library_gemm", tiny("1_Linear_GELU_Scale"), Options(gemm="library"), "library_gemm_epilogue", "torch.matmul("),
@@ -93,3 +94,13 @@ def test_the_candidate_keeps_the_problem_init_so_parameters_match():
     assert "self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)" in source
     assert "self.bn2.running_mean" in source  # the running statistics are written as the reference writes them
     assert "num_batches_tracked.add_(1)" in source
+
+
+def test_half_results_are_rounded_where_eager_torch_rounds_them():
+    """Each recorded call's fp16/bf16 result is rounded (the linear after its bias add, the SiLU, the residual add),
+    never a value inside one call (the matmul before cuBLAS adds the bias); fp32 problems round nothing."""
+    from pipeline.expert.values import rounded_values
+
+    bf16 = Lowering.of((ROOT / "data/problems/suite/level2/9_Linear_SiLU_Residual_BF16.py").read_text()).graph
+    assert sorted((bf16.node(i).origin, bf16.node(i).fn) for i in rounded_values(bf16)) == [("add", "add"), ("linear", "add"), ("silu", "silu")]
+    assert rounded_values(Lowering.of(tiny("1_Linear_GELU_Scale").read_text()).graph) == frozenset()
