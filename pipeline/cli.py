@@ -247,18 +247,24 @@ def ui(
     port: int = typer.Option(None, "--port", envvar="EGG_PORT", help="The port (default 8501, or EGG_PORT)."),
     db: Path | None = typer.Option(None, "--db", envvar="EGG_DB", help="The store (default: data/egg.sqlite in a checkout)."),
     address: str = typer.Option("127.0.0.1", "--address", help="Where to listen: localhost only unless you say otherwise."),
+    allow_host: list[str] = typer.Option([], "--allow-host", help="A host name the app may be reached by besides localhost (repeatable; also EGG_ALLOWED_HOSTS)."),
 ) -> None:
-    """Serve the web app (Streamlit) on 127.0.0.1: usage statistics off, a minimal toolbar."""
-    import os
-
-    from pipeline.sessions.app import app_file, streamlit_command
+    """Serve the web app (Streamlit) on 127.0.0.1: usage statistics off, a minimal toolbar, other host names refused."""
+    from pipeline.sessions.app import app_file, serve_command
+    from pipeline.sessions.hostcheck import ALLOWED_HOSTS_VARIABLE, is_loopback, parse_hosts
 
     script = app_file()
     if script is None:
         fail("the web app's files (app.py, pages/) are not installed with this egg", "run it from a checkout: make app")
+    allowed = parse_hosts(" ".join([os.environ.get(ALLOWED_HOSTS_VARIABLE, ""), *allow_host]))
+    if not is_loopback(address):
+        if not allowed:
+            fail(f"--address {address} listens beyond this machine: name the host names it may be reached by with --allow-host NAME (or {ALLOWED_HOSTS_VARIABLE})")
+        err.print(f"[yellow]warning: --address {address} listens beyond this machine; it answers to localhost and {', '.join(sorted(allowed))} only, with no login: anyone who reaches it can start sessions[/]")
+    os.environ[ALLOWED_HOSTS_VARIABLE] = ",".join(sorted(allowed))
     if db is not None:
         os.environ["EGG_DB"] = str(db.resolve())
-    command = streamlit_command(script, port or 8501, address)
+    command = serve_command(script, port or 8501, address)
     err.print(f"egg's web app on http://{address}:{port or 8501} (database {os.environ.get('EGG_DB') or 'data/egg.sqlite'})", highlight=False)
     os.execv(command[0], command)
 

@@ -8,13 +8,15 @@ from pathlib import Path
 import pipeline
 
 # Streamlit's own settings for egg: never phone home, no developer toolbar, no file watcher in a served app.
-STREAMLIT_FLAGS = (
-    "--server.headless", "true",
-    "--browser.gatherUsageStats", "false",
-    "--client.toolbarMode", "minimal",
-    "--server.fileWatcherType", "none",
-    "--server.runOnSave", "false",
-)
+STREAMLIT_CONFIG = {
+    "server.headless": True,
+    "browser.gatherUsageStats": False,
+    "client.toolbarMode": "minimal",
+    "server.fileWatcherType": "none",
+    "server.runOnSave": False,
+}
+# components/server.py builds app.py into Streamlit's st.App with the host check as middleware, and runs it.
+SERVE_CODE = "from components.server import main; main()"
 
 
 def app_file() -> Path | None:
@@ -25,5 +27,6 @@ def app_file() -> Path | None:
     return None
 
 
-def streamlit_command(script: Path, port: int, address: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", address, "--server.port", str(port), *STREAMLIT_FLAGS]
+def serve_command(script: Path, port: int, address: str = "127.0.0.1") -> list[str]:
+    """The process that serves the app: Streamlit's server with egg's host check (allowed names: EGG_ALLOWED_HOSTS)."""
+    return [sys.executable, "-c", SERVE_CODE, str(script), str(port), address]

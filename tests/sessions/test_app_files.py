@@ -31,11 +31,10 @@ def test_an_installed_egg_serves_the_app_from_its_data_files(tmp_path, monkeypat
     monkeypatch.setattr(pipeline, "ROOT", tmp_path / "site-packages")
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
     assert app_files.app_file() == share / "app.py"
-    command = app_files.streamlit_command(share / "app.py", 8600)
-    assert command[1:4] == ["-m", "streamlit", "run"] and "--server.address" in command
-    flags = dict(zip(command[5::2], command[6::2]))
-    assert flags["--server.address"] == "127.0.0.1" and flags["--browser.gatherUsageStats"] == "false" and flags["--client.toolbarMode"] == "minimal"
-
+    command = app_files.serve_command(share / "app.py", 8600)
+    assert command[1:3] == ["-c", app_files.SERVE_CODE] and command[3:] == [str(share / "app.py"), "8600", "127.0.0.1"]
+    config = app_files.STREAMLIT_CONFIG
+    assert config["browser.gatherUsageStats"] is False and config["client.toolbarMode"] == "minimal" and config["server.headless"] is True
 
 def test_a_checkout_serves_its_own_app():
     assert app_files.app_file() == ROOT / "app.py"
