@@ -3,6 +3,9 @@
 It is the only channel between egg's processes: a worker writes sessions' gates, events, candidates and verdicts;
 the CLI and the web app write sessions, decisions and cancel requests. Everything a report needs, and everything
 a killed worker needs to resume at the same gate, is here.
+
+One worker per session: a claim is one UPDATE that matches for one process only, and once a worker holds its claim
+(`hold`) every write it makes is a transaction that first checks the claim is still its own (see connection.py).
 """
 
 from __future__ import annotations
@@ -13,17 +16,20 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlite_utils import Database
 
+from pipeline.store.connection import (BUSY_TIMEOUT_S, Claim, ClaimLost, Contention, Holder, StoreError, check_integrity, checked_path,
+                                       describe, retrying)
 from pipeline.store.migrations import migrations
 from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
 
-BUSY_TIMEOUT_S = 30.0
+__all__ = ["BUSY_TIMEOUT_S", "Claim", "ClaimLost", "Contention", "GateClosed", "Holder", "Store", "StoreError", "now_text"]
+T = TypeVar("T")
 _SESSION_FIELDS = {"status", "stage", "error", "finished_at", "work_dir", "label", "worker_pid", "heartbeat_at"}
 _SESSION_JSON_FIELDS = {"outcome": "outcome_json", "environment": "environment_json", "settings": "settings_json"}
 
@@ -39,15 +45,22 @@ def now_text() -> str:
 class Store:
     """One SQLite file, safe to share between threads (each gets its own connection) and processes (WAL)."""
 
-    def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.busy_timeout_s = busy_timeout_s
+    def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S, contention: Contention = Contention()) -> None:
+        """Open (creating or migrating) the store at `path`, made absolute; a path that cannot be an SQLite file, or
+        a damaged one, is refused with a StoreError before anything is created beside it."""
+        self.path = checked_path(path)
+        self.busy_timeout_s, self.contention = busy_timeout_s, contention
+        self.claim: Claim | None = None  # set by `hold`: the worker's writes are checked against it
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._noting_wait = False
+        existed = self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if existed:
+            self._retry(lambda: check_integrity(self.path, busy_timeout_s))
         with _file_lock(self.path.with_name(self.path.name + ".migrate.lock")):
-            migrations.apply(self.db)
+            self._retry(lambda: migrations.apply(self.db))
 
     @property
     def db(self) -> Database:
@@ -55,14 +68,70 @@ class Store:
         db = getattr(self._local, "db", None)
         if db is None:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            try:
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.Error:
+                conn.close()
+                raise
             db = Database(conn)
             self._local.db = db
             with self._lock:
                 self._connections.append(conn)
         return db
+
+    def _retry(self, action: Callable[[], T]) -> T:
+        value, waited = retrying(action, self.contention, self._describe)
+        if waited:
+            self._note_wait(waited)
+        return value
+
+    def _describe(self, error: sqlite3.Error) -> str:
+        return describe(error, self.path, self.busy_timeout_s, self.contention.patience_s)
+
+    def _note_wait(self, waited_s: float) -> None:
+        """A worker's timeline says when the store made it wait (the note itself may wait too: it is not noted)."""
+        if self.claim is None or self._noting_wait:
+            return
+        self._noting_wait = True
+        try:
+            self.add_event(self.claim.session_id, "warning", f"the store was locked by another process: this worker waited {waited_s:.1f} s and went on",
+                           {"waited_s": round(waited_s, 3)})
+        except StoreError:
+            pass  # the retry already told stderr (the worker's log)
+        finally:
+            self._noting_wait = False
+
+    def _write(self, action: Callable[[Database], T], *, checked: bool = True) -> T:
+        """One write transaction (retried while the store is locked). A worker's write first checks that it still
+        holds its session, in the same transaction: after its claim is taken, nothing it writes lands."""
+        return self._retry(lambda: self._transaction(action, checked and self.claim is not None))
+
+    def _transaction(self, action: Callable[[Database], T], check_claim: bool) -> T:
+        db = self.db
+        if db.conn.in_transaction:  # part of an outer write (sqlite-utils' atomic()): that one commits
+            return action(db)
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if check_claim:
+                self._check_claim(db)
+            value = action(db)
+            db.conn.execute("COMMIT")
+            return value
+        except BaseException:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
+
+    def _check_claim(self, db: Database) -> None:
+        row = db.conn.execute("SELECT worker_token FROM sessions WHERE id = ?", (self.claim.session_id,)).fetchone()
+        if row is None or row[0] != self.claim.token:
+            raise ClaimLost(f"session {self.claim.session_id} is held by another worker now")
+
+    def hold(self, claim: Claim) -> None:
+        """From now on every write through this store is this worker's, checked against its claim."""
+        self.claim = claim
 
     def close(self) -> None:
         with self._lock:
@@ -73,26 +142,30 @@ class Store:
         self._local = threading.local()
 
     def _rows(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
-        return list(self.db.query(sql, params))
+        return self._retry(lambda: list(self.db.query(sql, params)))
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
+        """Rows of a read-only query (the pages' joins), with the store's retries and its one-line errors."""
+        return self._rows(sql, params)
 
     def _one(self, sql: str, params: tuple | dict = ()) -> dict[str, Any] | None:
         rows = self._rows(sql, params)
         return rows[0] if rows else None
 
     def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
-        return self.db.execute(sql, params).lastrowid
+        return self._write(lambda db: db.execute(sql, params).lastrowid)
 
     # sessions ------------------------------------------------------------------------------------------------------
 
     def create_session(self, session_id: str, *, problem_path: str, problem_name: str, problem_fp: str, problem_source: str,
                        backend: dict[str, Any], review: str, device: str, settings: dict[str, Any], work_dir: str = "",
                        parent_id: str | None = None, branch_gate_key: str | None = None, label: str = "") -> None:
-        self.db["sessions"].insert({
+        self._write(lambda db: db["sessions"].insert({
             "id": session_id, "created_at": now_text(), "problem_path": problem_path, "problem_name": problem_name,
             "problem_fp": problem_fp, "problem_source": problem_source, "backend_json": json.dumps(backend, sort_keys=True),
             "review": review, "device": device, "settings_json": json.dumps(settings, sort_keys=True), "status": "created",
             "work_dir": work_dir, "parent_id": parent_id, "branch_gate_key": branch_gate_key, "label": label,
-        })
+        }))
 
     def session(self, session_id: str) -> SessionRecord | None:
         row = self._one("SELECT * FROM sessions WHERE id = ?", (session_id,))
@@ -116,27 +189,34 @@ class Store:
                 values[name] = value
             else:
                 raise KeyError(f"not a session field: {name}")
-        self.db["sessions"].update(session_id, values)
+        self._write(lambda db: db["sessions"].update(session_id, values))
 
-    def claim_session(self, session_id: str, token: str, pid: int, stale_after_s: float) -> bool:
-        """Make this worker the session's only one, unless another worker's heartbeat is fresh."""
+    def holder(self, session_id: str) -> Holder | None:
+        """Who holds the session now (token None: nobody); None when there is no such session."""
+        row = self._one("SELECT worker_token, worker_pid, heartbeat_at FROM sessions WHERE id = ?", (session_id,))
+        return Holder(row["worker_token"], row["worker_pid"], row["heartbeat_at"]) if row else None
+
+    def claim_session(self, session_id: str, token: str, pid: int, stale_after_s: float, gone_token: str | None = None) -> bool:
+        """Make this worker the session's only one: one UPDATE, so of workers claiming at once exactly one wins. It
+        matches only while nobody holds the session, the holder's heartbeat is older than `stale_after_s`, or the
+        holder is `gone_token` (a worker the caller saw is dead: its claim is taken over at once)."""
         now = time.time()
-        cursor = self.db.execute(
-            "UPDATE sessions SET worker_token = ?, worker_pid = ?, heartbeat_at = ? "
-            "WHERE id = ? AND (worker_token IS NULL OR worker_token = ? OR heartbeat_at IS NULL OR heartbeat_at < ?)",
-            (token, pid, now, session_id, token, now - stale_after_s),
-        )
-        return cursor.rowcount == 1
+        sql = ("UPDATE sessions SET worker_token = ?, worker_pid = ?, heartbeat_at = ? WHERE id = ? "
+               "AND (worker_token IS NULL OR heartbeat_at IS NULL OR heartbeat_at < ? OR worker_token = ?)")
+        params = (token, pid, now, session_id, now - stale_after_s, gone_token)
+        return self._write(lambda db: db.execute(sql, params).rowcount == 1, checked=False)
 
     def heartbeat(self, session_id: str, token: str) -> bool:
+        """False once another worker holds the session (this one must stop). Not retried: the caller beats again."""
         cursor = self.db.execute("UPDATE sessions SET heartbeat_at = ? WHERE id = ? AND worker_token = ?", (time.time(), session_id, token))
         return cursor.rowcount == 1
 
     def release_session(self, session_id: str, token: str) -> None:
-        self.db.execute("UPDATE sessions SET worker_token = NULL, heartbeat_at = NULL, worker_pid = NULL WHERE id = ? AND worker_token = ?", (session_id, token))
+        sql = "UPDATE sessions SET worker_token = NULL, heartbeat_at = NULL, worker_pid = NULL WHERE id = ? AND worker_token = ?"
+        self._write(lambda db: db.execute(sql, (session_id, token)), checked=False)
 
     def request_cancel(self, session_id: str) -> None:
-        self.db.execute("UPDATE sessions SET cancel_requested = 1 WHERE id = ?", (session_id,))
+        self._execute("UPDATE sessions SET cancel_requested = 1 WHERE id = ?", (session_id,))
 
     def cancel_requested(self, session_id: str) -> bool:
         row = self._one("SELECT cancel_requested FROM sessions WHERE id = ?", (session_id,))
@@ -170,11 +250,9 @@ class Store:
         return row["source"] if row else None
 
     def save_verdict(self, problem_fp: str, source_fp: str, options_key: str, status: str, result: dict[str, Any]) -> None:
-        self.db["verdicts"].upsert(
-            {"problem_fp": problem_fp, "source_fp": source_fp, "options_key": options_key, "status": status,
-             "result_json": json.dumps(result), "created_at": now_text()},
-            pk=("problem_fp", "source_fp", "options_key"),
-        )
+        row = {"problem_fp": problem_fp, "source_fp": source_fp, "options_key": options_key, "status": status,
+               "result_json": json.dumps(result), "created_at": now_text()}
+        self._write(lambda db: db["verdicts"].upsert(row, pk=("problem_fp", "source_fp", "options_key")))
 
     def verdict(self, problem_fp: str, source_fp: str, options_key: str) -> dict[str, Any] | None:
         row = self._one("SELECT result_json FROM verdicts WHERE problem_fp = ? AND source_fp = ? AND options_key = ?", (problem_fp, source_fp, options_key))
@@ -191,11 +269,9 @@ class Store:
     # language-model exchanges (replayed on resume) and call records -----------------------------------------------
 
     def save_exchange(self, session_id: str, request_key: str, occurrence: int, exchange_json: str, request_json: str) -> None:
-        self.db["llm_exchanges"].upsert(
-            {"session_id": session_id, "request_key": request_key, "occurrence": occurrence, "exchange_json": exchange_json,
-             "request_json": request_json, "created_at": now_text()},
-            pk=("session_id", "request_key", "occurrence"),
-        )
+        row = {"session_id": session_id, "request_key": request_key, "occurrence": occurrence, "exchange_json": exchange_json,
+               "request_json": request_json, "created_at": now_text()}
+        self._write(lambda db: db["llm_exchanges"].upsert(row, pk=("session_id", "request_key", "occurrence")))
 
     def exchange(self, session_id: str, request_key: str, occurrence: int) -> str | None:
         row = self._one("SELECT exchange_json FROM llm_exchanges WHERE session_id = ? AND request_key = ? AND occurrence = ?", (session_id, request_key, occurrence))
@@ -207,7 +283,7 @@ class Store:
         return [json.loads(r["request_json"]) for r in rows]
 
     def add_call(self, session_id: str, record: dict[str, Any]) -> None:
-        self.db["llm_calls"].insert({"session_id": session_id, "record_json": json.dumps(record)})
+        self._write(lambda db: db["llm_calls"].insert({"session_id": session_id, "record_json": json.dumps(record)}))
 
     def calls(self, session_id: str) -> list[dict[str, Any]]:
         return [json.loads(r["record_json"]) for r in self._rows("SELECT record_json FROM llm_calls WHERE session_id = ? ORDER BY id", (session_id,))]
@@ -215,20 +291,16 @@ class Store:
     # stage checkpoints and profiles ------------------------------------------------------------------------------
 
     def save_stage(self, session_id: str, stage: str, status: str, state: dict[str, Any]) -> None:
-        self.db["stages"].upsert(
-            {"session_id": session_id, "stage": stage, "status": status, "state_json": json.dumps(state), "updated_at": now_text()},
-            pk=("session_id", "stage"),
-        )
+        row = {"session_id": session_id, "stage": stage, "status": status, "state_json": json.dumps(state), "updated_at": now_text()}
+        self._write(lambda db: db["stages"].upsert(row, pk=("session_id", "stage")))
 
     def stage(self, session_id: str, stage: str) -> tuple[str, dict[str, Any]] | None:
         row = self._one("SELECT status, state_json FROM stages WHERE session_id = ? AND stage = ?", (session_id, stage))
         return (row["status"], json.loads(row["state_json"])) if row else None
 
     def save_profile(self, problem_fp: str, source_fp: str, environment_fp: str, report: dict[str, Any]) -> None:
-        self.db["profiles"].upsert(
-            {"problem_fp": problem_fp, "source_fp": source_fp, "environment_fp": environment_fp, "report_json": json.dumps(report), "created_at": now_text()},
-            pk=("problem_fp", "source_fp", "environment_fp"),
-        )
+        row = {"problem_fp": problem_fp, "source_fp": source_fp, "environment_fp": environment_fp, "report_json": json.dumps(report), "created_at": now_text()}
+        self._write(lambda db: db["profiles"].upsert(row, pk=("problem_fp", "source_fp", "environment_fp")))
 
     def profile(self, problem_fp: str, source_fp: str, environment_fp: str) -> dict[str, Any] | None:
         row = self._one("SELECT report_json FROM profiles WHERE problem_fp = ? AND source_fp = ? AND environment_fp = ?", (problem_fp, source_fp, environment_fp))
@@ -308,8 +380,9 @@ class Store:
 
     def add_prediction(self, session_id: str, gate_key: str, who: str, predicted: str, actual: str) -> bool:
         correct = predicted == actual
-        self.db["predictions"].insert({"session_id": session_id, "gate_key": gate_key, "who": who, "predicted": predicted,
-                                       "actual": actual, "correct": int(correct), "at": now_text()})
+        row = {"session_id": session_id, "gate_key": gate_key, "who": who, "predicted": predicted, "actual": actual,
+               "correct": int(correct), "at": now_text()}
+        self._write(lambda db: db["predictions"].insert(row))
         return correct
 
     def predictions(self, who: str | None = None) -> list[dict[str, Any]]:
@@ -322,19 +395,21 @@ class Store:
     def copy_history(self, source_id: str, target_id: str, gate: GateRecord) -> None:
         """Give `target_id` what `source_id` had before `gate`: the model's replies (the branch replays them up to the
         gate) and the gates before it with their decisions. The gate itself stays open; verdicts are shared by all."""
-        with self.db.atomic():
-            self.db.execute(
-                "INSERT INTO llm_exchanges (session_id, request_key, occurrence, exchange_json, request_json, created_at) "
-                "SELECT ?, request_key, occurrence, exchange_json, request_json, created_at FROM llm_exchanges WHERE session_id = ?",
-                (target_id, source_id),
-            )
-            for earlier in self.gates(source_id):
-                if earlier.id >= gate.id:
-                    break
-                copy = self.open_gate(target_id, earlier.key, earlier.stage, earlier.kind, earlier.ordinal, earlier.reviewed, earlier.payload)
-                if earlier.decision is not None:
-                    d = earlier.decision
-                    self.add_decision(copy.id, target_id, d.action, d.who, d.before, d.after, d.feedback)
+        self._write(lambda db: self._copy_history(db, source_id, target_id, gate))
+
+    def _copy_history(self, db: Database, source_id: str, target_id: str, gate: GateRecord) -> None:
+        db.execute(
+            "INSERT INTO llm_exchanges (session_id, request_key, occurrence, exchange_json, request_json, created_at) "
+            "SELECT ?, request_key, occurrence, exchange_json, request_json, created_at FROM llm_exchanges WHERE session_id = ?",
+            (target_id, source_id),
+        )
+        for earlier in self.gates(source_id):
+            if earlier.id >= gate.id:
+                break
+            copy = self.open_gate(target_id, earlier.key, earlier.stage, earlier.kind, earlier.ordinal, earlier.reviewed, earlier.payload)
+            if earlier.decision is not None:
+                d = earlier.decision
+                self.add_decision(copy.id, target_id, d.action, d.who, d.before, d.after, d.feedback)
 
 
 @contextlib.contextmanager
