@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pipeline.agents.backend import Backend, Measurements, NoProposal
 from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply
 from pipeline.llm.accounting import Ledger
-from pipeline.problems.loader import fingerprint_text, load_candidate
+from pipeline.problems.loader import fingerprint_text, load_candidate, read_source
 from pipeline.profiler.report import ProfileReport
 from pipeline.sessions.gates import Ruling
 from pipeline.stages.method import ALGORITHM, HARDWARE_STAGES, PARADIGMS, Attempt, Budget, Decision, Progress, Stage
@@ -89,7 +89,7 @@ class Optimizer:
         self.problem, self.judge, self.backend, self.store, self.session_id = problem, judge, backend, store, session_id
         self.work_dir, self.gates, self.budget, self.on_event, self.profiler = work_dir, gates, budget, on_event, profiler
         self.ledger = ledger or Ledger()
-        self.problem_source = Path(problem.path).read_text(encoding="utf-8")
+        self.problem_source = read_source(problem.path)
         self.progress = Progress()
         self.started = time.monotonic()
         self._feedback: dict[str, list[str]] = {}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import LLMConfig
-from pipeline.problems.loader import load_problem
+from pipeline.problems.loader import load_problem, read_source
 from pipeline.report.optimize import Outcome
 from pipeline.sessions.backends import BackendSpec
 from pipeline.sessions.runner import HELD_OUT_SEED_OFFSET, SessionSettings, drive
@@ -86,7 +86,7 @@ def optimize(
         if not resumed:
             settings = SessionSettings(budget, options, profile_mode)
             store.create_session(session_id, problem_path=problem.path, problem_name=problem.name, problem_fp=problem.fingerprint,
-                                 problem_source=Path(problem.path).read_text(encoding="utf-8"), backend=choice.backend().to_json(),
+                                 problem_source=read_source(problem.path), backend=choice.backend().to_json(),
                                  review="auto", device=options.device, settings=settings.to_json(), work_dir=str(out))
         else:
             on_event(f"resuming run {session_id} from {out / STORE_FILE}")
