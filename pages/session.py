@@ -125,8 +125,8 @@ def render_header(record: SessionRecord, alive: bool) -> None:
     if record.outcome.get("headline"):
         (st.success if not record.outcome.get("best_is_reference") else st.warning)(record.outcome["headline"])
     buttons = st.columns(4)
-    if not record.finished and not alive:
-        buttons[0].button("Resume", key="session_resume", on_click=lambda: api.resume(store(), record.id),
+    if record.resumable and not alive:
+        buttons[0].button("Retry" if record.status == "failed" else "Resume", key="session_resume", on_click=lambda: api.resume(store(), record.id),
                           help="start a worker: it replays the store and waits at the same gate")
     if not record.finished:
         buttons[1].button("Cancel", key="session_cancel", on_click=lambda: api.cancel(store(), record.id))

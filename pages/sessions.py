@@ -39,8 +39,8 @@ def render_actions(record: SessionRecord) -> None:
     alive = api.worker_alive(record)
     columns = st.columns(4)
     columns[0].page_link("pages/session.py", label="Open", query_params={"id": record.id})
-    columns[1].button("Resume", key="sessions_resume", disabled=record.finished or alive, on_click=act, args=(api.resume, record.id),
-                      help="start a worker for a session that has none")
+    columns[1].button("Resume", key="sessions_resume", disabled=not record.resumable or alive, on_click=act, args=(api.resume, record.id),
+                      help="start a worker for a session that has none (a failed one is retried)")
     columns[2].button("Cancel", key="sessions_cancel", disabled=record.finished, on_click=act, args=(api.cancel, record.id))
     gates = store().gates(record.id, with_payload=False)
     with columns[3].popover("Branch from a gate", disabled=not gates):

@@ -21,20 +21,24 @@ from pathlib import Path
 from typing import Any
 
 import pipeline
-from pipeline.problems.loader import ProblemError, check_problem_source, fingerprint_text, load_problem
+from pipeline.problems.loader import ProblemError, check_problem_source, decode_source, fingerprint_text, load_problem, read_source
 from pipeline.config import ConfigError
-from pipeline.sessions.backends import BackendError, BackendSpec
+from pipeline.sessions.backends import MODEL_KEY_VARIABLES, BackendError, BackendSpec, worker_environment
 from pipeline.sessions.edits import DecisionError, check_decision
 from pipeline.sessions.gates import REVIEW_MODES
 from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings
 from pipeline.stages.method import Budget
-from pipeline.store import GateClosed, Store
+from pipeline.store import BUSY_TIMEOUT_S, Contention, GateClosed, Store, StoreError
 from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
 from pipeline.types import EvalOptions, EvalResult, from_jsonable
 
 DB_VARIABLE = "EGG_DB"
+BUSY_VARIABLE = "EGG_BUSY_TIMEOUT_S"  # how long one statement waits for a locked store (SQLite's busy timeout)
+RETRY_VARIABLE = "EGG_STORE_RETRY_S"  # how long a worker then keeps retrying before it stops (the session stays resumable)
+WORKER_RETRY_S = 180.0
 DEVICES = ("auto", "cuda", "cpu")
 WORKER_STALE_S = 10.0
+NAME_MAX_BYTES = 255  # the longest file name Linux file systems take
 
 
 class ApiError(ValueError):
@@ -55,8 +59,27 @@ def default_db_path(environ: dict[str, str] | None = None) -> Path:
     return Path.home() / ".local" / "share" / "egg" / "egg.sqlite"
 
 
-def open_store(path: str | Path | None = None) -> Store:
-    return Store(path or default_db_path())
+def open_store(path: str | Path | None = None, contention: Contention = Contention()) -> Store:
+    """The store at `path` (else EGG_DB, else the default), its busy timeout EGG_BUSY_TIMEOUT_S (30 s). A person's
+    command does not retry a locked store: it says so in one line (StoreError)."""
+    return Store(path or default_db_path(), busy_timeout_s=_seconds(BUSY_VARIABLE, BUSY_TIMEOUT_S), contention=contention)
+
+
+def open_worker_store(path: str | Path) -> Store:
+    """A worker's store: a lock longer than the busy timeout is retried with backoff for EGG_STORE_RETRY_S (180 s),
+    each wait noted in the session's timeline, so contention does not end a session."""
+    return open_store(path, Contention(patience_s=_seconds(RETRY_VARIABLE, WORKER_RETRY_S)))
+
+
+def _seconds(variable: str, default: float) -> float:
+    text = os.environ.get(variable, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        raise StoreError(f"{variable}={text!r} is not a number of seconds") from None
+    if value < 0:
+        raise StoreError(f"{variable}={text!r} is negative")
+    return value
 
 
 # problems --------------------------------------------------------------------------------------------------------
@@ -91,12 +114,43 @@ def _numeric_prefix(name: str) -> int:
     return int(head) if head.isdigit() else 10**6
 
 
-def check_problem_text(source: str, filename: str = "problem.py") -> None:
-    """The CLI's loader on pasted or uploaded text: ApiError with the loader's message if it is not a problem."""
-    if not filename.endswith(".py"):
-        raise ApiError(f"{filename}: a problem is a .py file")
+def check_problem_file(path: str | Path) -> None:
+    """ApiError with the loader's one line unless `path` is a problem file (read, never run)."""
     try:
-        check_problem_source(source, filename)
+        load_problem(path)
+    except ProblemError as error:
+        raise ApiError(str(error)) from None
+
+
+def check_problem_text(source: str, filename: str = "problem.py") -> str:
+    """The CLI's loader on pasted or uploaded text: ApiError with the loader's message if it is not a problem, or
+    if its file name cannot be saved; the plain file name it will be saved under."""
+    name = check_problem_filename(filename)
+    try:
+        check_problem_source(source, name)
+    except ProblemError as error:
+        raise ApiError(str(error)) from None
+    return name
+
+
+def check_problem_filename(filename: str) -> str:
+    """The name a pasted or uploaded problem is saved under (its last path part): refused before anything is made
+    when no file system takes it (a NUL, more than 255 bytes) or it is not a .py file."""
+    if "\0" in filename:
+        raise ApiError("the file name holds a NUL character: give a plain name such as problem.py")
+    name = Path(filename.strip()).name
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if size > NAME_MAX_BYTES:
+        raise ApiError(f"the file name is {size} bytes long: a file name has {NAME_MAX_BYTES} at most")
+    if not name.endswith(".py") or name == ".py":
+        raise ApiError(f"{name or filename!r}: a problem is a .py file")
+    return name
+
+
+def uploaded_source(data: bytes, filename: str) -> str:
+    """An uploaded file's text: UTF-8 (a byte-order mark dropped), else ApiError naming the first bad byte."""
+    try:
+        return decode_source(data, check_problem_filename(filename))
     except ProblemError as error:
         raise ApiError(str(error)) from None
 
@@ -117,29 +171,40 @@ def create_session(store: Store, *, problem_path: str | Path | None = None, prob
         backend.check()
     except (BackendError, ConfigError) as error:
         raise ApiError(str(error)) from None
+    if problem_source is None and problem_path is None:
+        raise ApiError("a session needs a problem: a file, or its source")
+    name = check_problem_text(problem_source, problem_filename) if problem_source is not None else None
     session_id = uuid.uuid4().hex[:12]
     work_dir = store.path.parent / "sessions" / session_id
-    if problem_source is not None:
-        check_problem_text(problem_source, problem_filename)
-        path = work_dir / "problem" / Path(problem_filename).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(problem_source, encoding="utf-8")
-    elif problem_path is not None:
-        path = Path(problem_path)
-    else:
-        raise ApiError("a session needs a problem: a file, or its source")
     try:
+        path = _saved_problem(work_dir, name, problem_source) if name is not None else Path(problem_path)
         problem = load_problem(path)
+        source = read_source(problem.path)
     except ProblemError as error:
         shutil.rmtree(work_dir, ignore_errors=True)
         raise ApiError(str(error)) from None
-    source = Path(problem.path).read_text(encoding="utf-8")
     settings = SessionSettings(budget, options or EvalOptions(), profile_mode)
-    store.create_session(session_id, problem_path=problem.path, problem_name=problem.name, problem_fp=problem.fingerprint,
-                         problem_source=source, backend=backend.to_json(), review=review, device=device,
-                         settings=settings.to_json(), work_dir=str(work_dir), label=label)
+    try:
+        store.create_session(session_id, problem_path=problem.path, problem_name=problem.name, problem_fp=problem.fingerprint,
+                             problem_source=source, backend=backend.to_json(), review=review, device=device,
+                             settings=settings.to_json(), work_dir=str(work_dir), label=label)
+    except StoreError:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        raise
     work_dir.mkdir(parents=True, exist_ok=True)
     return store.session(session_id)
+
+
+def _saved_problem(work_dir: Path, name: str, source: str) -> Path:
+    """Pasted or uploaded source, saved in the session's folder (nothing is left behind when that fails)."""
+    path = work_dir / "problem" / name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+    except OSError as error:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        raise ApiError(f"{name}: cannot be saved in {path.parent} ({error.strerror})") from None
+    return path
 
 
 def start_worker(store: Store, session_id: str) -> int:
@@ -151,7 +216,8 @@ def start_worker(store: Store, session_id: str) -> int:
         raise ApiError(f"session {session_id} already has a live worker (pid {record.worker_pid})")
     log = Path(record.work_dir) / "worker.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(pipeline.ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    env = {**worker_environment(BackendSpec.from_json(record.backend), dict(os.environ)),  # its own provider's key only
+           "PYTHONPATH": os.pathsep.join(p for p in (str(pipeline.ROOT), os.environ.get("PYTHONPATH", "")) if p),
            "EGG_PIPELINE_ROOT": str(pipeline.ROOT)}
     with open(log, "ab") as out:
         process = subprocess.Popen([sys.executable, "-m", "pipeline.worker", "--db", str(store.path), "--session", session_id],
@@ -264,8 +330,23 @@ def kill_worker(store: Store, session_id: str) -> None:
 
 
 def resume(store: Store, session_id: str) -> int:
-    """Start a worker for a session that has none (after a kill, a reboot, or a restart of the app)."""
+    """Start a worker for a session that has none (after a kill, a reboot, a restart of the app or an
+    interruption); a failed session is retried (`reopen`)."""
+    record = get_session(store, session_id)
+    if record.status == "failed" and not worker_alive(record):
+        reopen(store, session_id)
     return start_worker(store, session_id)
+
+
+def reopen(store: Store, session_id: str) -> SessionRecord:
+    """A failed session made resumable again: the worker re-runs it from the store (what it had done is replayed);
+    the failure stays in its timeline."""
+    record = get_session(store, session_id)
+    if record.status != "failed":
+        raise ApiError(f"session {session_id} is {record.status}, not failed")
+    store.add_event(session_id, "retry", f"retrying the session, which had failed: {record.error}", {"error": record.error})
+    store.update_session(session_id, status="interrupted", finished_at=None)
+    return store.session(session_id)
 
 
 def events(store: Store, session_id: str, after_id: int = 0) -> list[EventRecord]:
@@ -378,7 +459,7 @@ class CandidateRow:
 def candidate_rows(store: Store, session_id: str) -> list[CandidateRow]:
     record = get_session(store, session_id)
     options_key = record.settings.get("options_key", "")
-    rows = store.db.query(
+    rows = store.query(
         """
         SELECT c.id, c.stage, c.origin, c.author, c.parent_id, c.note, c.created_at, v.status,
                json_extract(v.result_json, '$.reason') AS reason,
@@ -528,7 +609,7 @@ def import_recorded(store: Store) -> list[SessionRecord]:
 
 # settings --------------------------------------------------------------------------------------------------------
 
-KEY_NAMES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EGG_LLM_API_KEY")
+KEY_NAMES = MODEL_KEY_VARIABLES
 
 
 def keys_present(environ: dict[str, str] | None = None) -> dict[str, bool]:

@@ -7,17 +7,18 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.agents.backend import Backend, ModelBackend, PersonBackend
-from pipeline.config import ConfigError, LLMConfig
+from pipeline.config import CUSTOM_KEY_VARIABLE, KEY_VARIABLES, ConfigError, LLMConfig, key_variable
 from pipeline.llm.accounting import Ledger
 from pipeline.llm.client import CallSettings, LLMClient, open_client, open_transport
 from pipeline.llm.retry import RetryPolicy
-from pipeline.llm.spec import parse_spec
+from pipeline.llm.spec import SpecError, parse_spec
 from pipeline.llm.transport import RetryingTransport, Transport
 from pipeline.stages.resume import StoreTransport
 from pipeline.stages.script import AgentScript
 from pipeline.store import Store
 
 BACKEND_KINDS = ("llm", "script", "expert", "none")
+MODEL_KEY_VARIABLES = (*KEY_VARIABLES.values(), CUSTOM_KEY_VARIABLE)
 
 
 class BackendError(ValueError):
@@ -52,6 +53,15 @@ class BackendSpec:
                 AgentScript.load(Path(self.spec))
             except ValueError as error:
                 raise BackendError(str(error)) from None
+
+    def key_variable(self) -> str | None:
+        """The one environment variable holding the key this backend's model needs; None for every other backend."""
+        if self.kind != "llm":
+            return None
+        try:
+            return key_variable(parse_spec(self.spec))
+        except SpecError:
+            return None
 
     def describe(self) -> str:
         return {"llm": self.spec, "script": f"script {Path(self.spec).name}", "expert": "expert backend (no model)",
@@ -127,3 +137,10 @@ def default_backend(config_path: str = "") -> BackendSpec:
     except ConfigError as error:
         raise BackendError(str(error)) from None
     return BackendSpec("llm", str(config.llm.spec), config_path) if config.llm.spec is not None else BackendSpec("expert")
+
+
+def worker_environment(spec: BackendSpec, environ: dict[str, str]) -> dict[str, str]:
+    """`environ` with no model key but the one `spec` calls its model with: a session's worker holds only its own
+    provider's key, and an expert, scripted or person's session none at all."""
+    keep = spec.key_variable()
+    return {name: value for name, value in environ.items() if name not in MODEL_KEY_VARIABLES or name == keep}

@@ -1,12 +1,15 @@
 """`egg session ...` and `egg gate ...`: review a session from a terminal, or drive one from a script.
 
 Every command takes `--db PATH` (else EGG_DB, else data/egg.sqlite in a checkout). Bad input gets one line and exit
-status 2, and changes nothing.
+status 2, and changes nothing: that includes a store that is not an SQLite file, is damaged, or stays locked past
+its busy timeout, and files that are not UTF-8.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
@@ -15,11 +18,33 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline import api
+from pipeline.problems.loader import ProblemError, read_source
 from pipeline.sessions.backends import BackendError, BackendSpec, default_backend
 from pipeline.stages.method import Budget
+from pipeline.store import StoreError
 
-session_app = typer.Typer(help="Sessions: one problem through the method, stopping at gates for a person.", no_args_is_help=True)
-gate_app = typer.Typer(help="Gates: where a session waits for a person's decision.", no_args_is_help=True)
+
+class _Commands(typer.Typer):
+    """Every command's StoreError (a damaged or locked store, met after it was opened) becomes its one line."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+        return lambda function: register(_store_errors_in_one_line(function))
+
+
+def _store_errors_in_one_line(function: Callable) -> Callable:
+    @functools.wraps(function)
+    def command(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except StoreError as error:
+            _fail(str(error))
+
+    return command
+
+
+session_app = _Commands(help="Sessions: one problem through the method, stopping at gates for a person.", no_args_is_help=True)
+gate_app = _Commands(help="Gates: where a session waits for a person's decision.", no_args_is_help=True)
 out = Console()
 err = Console(stderr=True)
 
@@ -56,7 +81,9 @@ def _fail(message: str) -> None:
 def _store(db: Path | None):
     try:
         return api.open_store(db)
-    except Exception as error:  # an unreadable or foreign file
+    except StoreError as error:  # not an SQLite file, damaged, locked
+        _fail(str(error))
+    except Exception as error:  # an unreadable file, a folder that cannot be made
         _fail(f"cannot open the store {db or api.default_db_path()}: {error}")
 
 
@@ -117,6 +144,10 @@ def start(
     """Create a session and run it (in the foreground, or in a background worker with --detach). The first line
     printed is its id (with --json, a JSON object with an `id` field)."""
     spec = _backend(llm, script, no_llm, expert, config)
+    try:
+        api.check_problem_file(problem)  # before the store is opened (or made): a refusal creates nothing
+    except api.ApiError as error:
+        _fail(str(error))
     store = _store(db)
     budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, transforms=transforms, tune_evals=tune_evals, max_llm_calls=max_llm_calls)
     try:
@@ -134,7 +165,7 @@ def start(
 def _run_foreground(store, session_id: str) -> None:
     from pipeline.worker import work
 
-    code = work(str(store.path), session_id, echo=lambda message: err.print(message, markup=False, highlight=False))
+    code = work(str(store.path), session_id, echo=lambda message: err.print(message, markup=False, highlight=False), hard_stop=True)
     final = store.session(session_id)
     err.print(f"session {session_id}: {final.status}" + (f" - {final.outcome.get('headline')}" if final.outcome.get("headline") else "")
               + (f" ({final.error})" if final.error else ""), highlight=False)
@@ -143,14 +174,18 @@ def _run_foreground(store, session_id: str) -> None:
 
 @session_app.command("resume")
 def resume_command(session_id: str = typer.Argument(...), detach: bool = typer.Option(False, "--detach"), db: Path | None = DbOption) -> None:
-    """Run a session again from the store (after a kill or a restart): it goes on from the gate it waited at."""
+    """Run a session again from the store (after a kill, a restart or an interruption): it goes on from the gate
+    it waited at. A failed session is retried, and egg says so."""
     store = _store(db)
     try:
         record = api.get_session(store, session_id)
-        if record.finished:
+        if not record.resumable:
             _fail(f"session {session_id} is {record.status}: nothing to resume")
         if api.worker_alive(record):
             _fail(f"session {session_id} already has a live worker (pid {record.worker_pid})")
+        if record.status == "failed":
+            api.reopen(store, session_id)
+            err.print(f"session {session_id} had failed ({record.error}): retrying it from the store", highlight=False)
         if detach:
             err.print(f"worker {api.resume(store, session_id)} resumes session {session_id}", highlight=False)
             return
@@ -313,9 +348,10 @@ def gate_decide(
     store = _store(db)
     edit_text = None
     if file is not None:
-        if not file.is_file():
-            _fail(f"{file}: no such file")
-        edit_text = file.read_text(encoding="utf-8")
+        try:
+            edit_text = read_source(file)
+        except ProblemError as error:  # missing, unreadable, not UTF-8
+            _fail(str(error))
     try:
         decision = api.decide(store, session_id, gate_id, action.value, edit_text=edit_text, feedback=feedback, who=who)
     except api.ApiError as error:

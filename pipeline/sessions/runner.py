@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import LLMConfig
-from pipeline.problems.loader import fingerprint_text, load_candidate, load_problem
+from pipeline.problems.loader import fingerprint_text, load_candidate, load_problem, read_source
 from pipeline.report.optimize import Outcome, write_outputs
 from pipeline.sessions.backends import BackendSpec, build_backend
 from pipeline.sessions.devicelock import DeviceLock, LockedJudge
@@ -77,7 +78,7 @@ def resolve_device(device: str) -> str:
 def session_problem(record: SessionRecord, store: Store) -> Problem:
     """The problem as it was when the session was made: its file if unchanged, else the stored source."""
     path = Path(record.problem_path)
-    if path.is_file() and fingerprint_text(path.read_text(encoding="utf-8")) == record.problem_fp:
+    if path.is_file() and fingerprint_text(read_source(path)) == record.problem_fp:
         return load_problem(path)
     copy = Path(record.work_dir) / "problem" / path.name
     copy.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,7 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
     work_dir = Path(record.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     built = build_backend(BackendSpec.from_json(record.backend), store, session_id, problem.name, llm_config,
-                          problem_source=Path(problem.path).read_text(encoding="utf-8"))
+                          problem_source=read_source(problem.path))
     events(f"session {session_id}: {problem.name} on {device}, backend {built.backend.name}, review {record.review}", "session",
            device=device, backend=built.backend.name)
     if device == "cpu":
@@ -125,8 +126,24 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
     return outcome
 
 
+def ending(error: BaseException) -> str:
+    """How an exception ends a session: `interrupted` (resumable as it is) for a fault of the machinery around it
+    (the store locked past every retry or damaged, the disk, a model provider still down after its retries), or
+    `failed` for a dead end of the session itself (a missing script or key, a problem that no longer loads). A
+    KeyboardInterrupt or a lost claim leaves the status alone: the session is resumable, or another worker's."""
+    from pipeline.llm.errors import RETRYABLE, LLMCallError
+    from pipeline.store import StoreError
+
+    if not isinstance(error, Exception):
+        return ""
+    if isinstance(error, (StoreError, OSError)) or (isinstance(error, LLMCallError) and error.status in RETRYABLE):
+        return "interrupted"
+    return "failed"
+
+
 def drive(store: Store, session_id: str, **kwargs: Any) -> Outcome | None:
-    """run_session with the session's status kept: running, then done, cancelled or failed (with the error)."""
+    """run_session with the session's status kept: running, then done, cancelled, failed (with the error), or
+    interrupted (with the fault: `egg session resume` goes on from the store)."""
     from pipeline.sessions.gates import SessionCancelled
     from pipeline.store import now_text
 
@@ -138,14 +155,28 @@ def drive(store: Store, session_id: str, **kwargs: Any) -> Outcome | None:
         store.update_session(session_id, status="cancelled", finished_at=now_text())
         return None
     except BaseException as error:
-        status = "failed" if isinstance(error, Exception) else "running"  # a KeyboardInterrupt leaves it resumable
-        if status == "failed":
-            message = f"{type(error).__name__}: {error}"
-            store.add_event(session_id, "failed", f"the session failed: {message}")
-            store.update_session(session_id, status="failed", error=message, finished_at=now_text())
+        _record_ending(store, session_id, ending(error), f"{type(error).__name__}: {error}")
         raise
     store.update_session(session_id, status="done", finished_at=now_text())
     return outcome
+
+
+def _record_ending(store: Store, session_id: str, status: str, message: str) -> None:
+    """The session's status and reason after an exception; a store too broken to take them leaves it `running`
+    with no worker, which is resumable too (the worker's log has the reason)."""
+    from pipeline.store import StoreError, now_text
+
+    if not status:
+        return
+    try:
+        if status == "failed":
+            store.add_event(session_id, "failed", f"the session failed: {message}")
+            store.update_session(session_id, status="failed", error=message, finished_at=now_text())
+        else:
+            store.add_event(session_id, "interrupted", f"the session was interrupted: {message}; egg session resume {session_id} goes on from here")
+            store.update_session(session_id, status="interrupted", error=message)
+    except StoreError as error:
+        print(f"egg worker: could not record that the session {status}: {error}", file=sys.stderr, flush=True)
 
 
 def reverify(store: Store, problem: Problem, work_dir: Path, source: str | None, options: EvalOptions, lock: DeviceLock | None) -> EvalResult | None:

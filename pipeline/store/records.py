@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-SESSION_STATUSES = ("created", "running", "waiting", "done", "failed", "cancelled")
+SESSION_STATUSES = ("created", "running", "waiting", "interrupted", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
 GATE_KINDS = ("plan", "kernel", "verdict", "stage_end")
 ACTIONS = ("approve", "edit", "reject", "skip", "stop")
@@ -40,6 +40,11 @@ class SessionRecord:
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def resumable(self) -> bool:
+        """A worker may (re)start it: anything not done or cancelled (a failed one is retried)."""
+        return self.status not in ("done", "cancelled")
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SessionRecord:
