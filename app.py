@@ -9,11 +9,16 @@ import streamlit as st
 
 from pages._context import store_handle
 from pipeline.judge.isolation import make_undumpable
+from pipeline.store import StoreError
 
 make_undumpable()  # the server may hold API keys in its environment: no other process of this user reads its /proc files
 
 st.set_page_config(page_title="egg", page_icon=":material/egg:", layout="wide")
-store_handle()  # open (and migrate) the database before any page needs it
+try:
+    store_handle()  # open (and migrate) the database before any page needs it
+except StoreError as error:  # not an SQLite file, damaged, locked: one line, no page
+    st.error(str(error))
+    st.stop()
 navigation = st.navigation(
     [
         st.Page("pages/new_session.py", title="New session", icon=":material/add_circle:", default=True),

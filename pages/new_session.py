@@ -48,7 +48,12 @@ def problem_choice() -> dict | None:
         upload = st.file_uploader("A KernelBench-format problem file", type=["py"], key="problem_upload")
         if upload is None:
             return None
-        return {"problem_source": upload.getvalue().decode("utf-8", errors="replace"), "problem_filename": upload.name}
+        try:
+            source = api.uploaded_source(upload.getvalue(), upload.name)
+        except api.ApiError as error:  # not UTF-8, or a name no file system takes
+            st.error(str(error))
+            return None
+        return {"problem_source": source, "problem_filename": upload.name}
     text = st.text_area("Problem source (class Model, get_inputs, get_init_inputs)", height=260, key="problem_paste")
     name = st.text_input("File name", value="pasted_problem.py", key="problem_paste_name")
     return {"problem_source": text, "problem_filename": name} if text.strip() else None
@@ -90,7 +95,7 @@ def start(problem: dict, backend: BackendSpec, review: str, device: str, budget:
     try:
         record = api.create_session(handle, backend=backend, review=review, device=device, budget=budget, label=label, **problem)
         api.start_worker(handle, record.id)
-    except api.ApiError as error:
+    except (api.ApiError, api.StoreError) as error:
         st.session_state["new_error"] = str(error)
         return None
     st.session_state["new_error"] = ""

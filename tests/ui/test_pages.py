@@ -32,6 +32,17 @@ def test_a_pasted_problem_becomes_a_session_of_its_own(app, db):
     api.cancel(store, record.id)
 
 
+def test_a_pasted_file_name_with_a_nul_or_over_255_bytes_is_refused_and_leaves_no_folder(app, db):
+    app.radio(key="problem_kind").set_value("paste").run()
+    app.text_area(key="problem_paste").set_value((api.pipeline.ROOT / "data" / "problems" / "tiny" / "level1" / "15_Swish.py").read_text())
+    app.radio(key="backend_kind").set_value("none").run()
+    for name, message in (("my\0swish.py", "the file name holds a NUL character"), ("s" * 300 + ".py", "the file name is 303 bytes long")):
+        app.text_input(key="problem_paste_name").set_value(name)
+        app.button(key="start_session").click().run()
+        assert any(message in e.value for e in app.error), [e.value for e in app.error]
+    assert api.list_sessions(api.open_store(db)) == [] and not (db.parent / "sessions").exists()
+
+
 def test_the_candidates_page_lists_every_candidate_with_its_source_and_verdict(app, db, script):
     session_id = finished_session(db, script)
     app.switch_page("pages/candidates.py")
