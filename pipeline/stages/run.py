@@ -15,7 +15,7 @@ from pipeline.report.optimize import Outcome
 from pipeline.sessions.backends import BackendSpec
 from pipeline.sessions.runner import HELD_OUT_SEED_OFFSET, SessionSettings, drive
 from pipeline.stages.method import Budget
-from pipeline.store import Store
+from pipeline.store import Store, StoreError
 from pipeline.types import EvalOptions
 
 __all__ = ["HELD_OUT_SEED_OFFSET", "ModelChoice", "RunError", "optimize"]
@@ -78,9 +78,12 @@ def optimize(
     settings it started with). `profile_mode` is pipeline.profiler's (auto, ncu, torch_profiler, static_only; cpu
     runs are always static_only)."""
     problem = load_problem(problem_path)
-    out = Path(out)
+    out = Path(out).resolve()  # the session's folder is stored absolute
     out.mkdir(parents=True, exist_ok=True)
-    store = Store(out / STORE_FILE)
+    try:
+        store = Store(out / STORE_FILE)
+    except StoreError as error:  # not an SQLite file, damaged, locked: one line
+        raise RunError(str(error)) from None
     try:
         session_id, resumed = _session_id(out, store, resume, problem.fingerprint)
         if not resumed:
@@ -91,5 +94,7 @@ def optimize(
         else:
             on_event(f"resuming run {session_id} from {out / STORE_FILE}")
         return drive(store, session_id, echo=on_event, llm_config=choice.llm)
+    except StoreError as error:
+        raise RunError(str(error)) from None
     finally:
         store.close()

@@ -56,9 +56,9 @@ def checked_path(path: str | Path) -> Path:
     if not absolute.exists():
         return absolute
     if absolute.is_dir():
-        raise StoreError(f"the store {absolute} is a folder: give the path of an SQLite file (--db or EGG_DB)")
+        raise StoreError(f"the store {absolute} is a folder: give the path of an SQLite file")
     if not absolute.is_file():
-        raise StoreError(f"the store {absolute} is not a regular file: give the path of an SQLite file (--db or EGG_DB)")
+        raise StoreError(f"the store {absolute} is not a regular file: give the path of an SQLite file")
     return absolute
 
 
@@ -70,13 +70,13 @@ def check_integrity(path: Path, busy_timeout_s: float) -> None:
         rows = conn.execute("PRAGMA quick_check(1)").fetchall()
     except sqlite3.DatabaseError as error:
         if "not a database" in str(error):
-            raise StoreError(f"the store {path} is not an SQLite database: point --db or EGG_DB at egg's database") from None
+            raise StoreError(f"the store {path} is not an SQLite database: give egg's database, or a new file") from None
         raise
     finally:
         conn.close()
     if rows != [("ok",)]:
         first = str(rows[0][0]).replace("\n", " ") if rows else "no answer"
-        raise StoreError(f"the store {path} is damaged ({first}): restore it from a copy, or point --db or EGG_DB at another file")
+        raise StoreError(f"the store {path} is damaged ({first}): restore it from a copy, or use another file")
 
 
 def is_contention(error: BaseException) -> bool:
@@ -91,7 +91,7 @@ def describe(error: sqlite3.Error, path: Path, busy_timeout_s: float, patience_s
         return f"the store {path} is locked by another process (waited {waited}): try again when it is free"
     text = str(error)
     if any(word in text.lower() for word in ("malformed", "not a database", "corrupt")):
-        return f"the store {path} is damaged ({text}): restore it from a copy, or point --db or EGG_DB at another file"
+        return f"the store {path} is damaged ({text}): restore it from a copy, or use another file"
     return f"the store {path}: {text}"
 
 

@@ -18,6 +18,7 @@ from pipeline.cli import app
 from pipeline.store import Store
 from tests.sessions.driver import SOFTMAX, SOFTMAX_KERNEL
 from tests.store.test_store import session
+from tests.ui.scripted import write_script
 
 WIDE = {"COLUMNS": "400"}  # one line stays one line on the console
 
@@ -113,3 +114,10 @@ def test_an_uploaded_problem_must_be_utf8_and_its_byte_order_mark_is_dropped():
     assert api.uploaded_source(b"\xef\xbb\xbf" + SOFTMAX.read_bytes(), "softmax.py") == SOFTMAX.read_text()
     with pytest.raises(api.ApiError, match=r"^latin.py: not UTF-8 text \(byte 0xe9 at offset 5\): save it as UTF-8$"):
         api.uploaded_source(b"# caf\xe9\n", "latin.py")
+
+
+def test_egg_optimize_on_a_store_that_is_not_sqlite_is_one_line(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "egg.sqlite").write_text("not a database\n")
+    script = write_script(tmp_path / "script.yaml")
+    refused(egg("optimize", str(SOFTMAX), "--script", str(script), "--device", "cpu", "--out", str(tmp_path / "out")), "is not an SQLite database")
