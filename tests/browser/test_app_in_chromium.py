@@ -135,12 +135,17 @@ def test_a_session_in_chromium_from_the_new_session_page_to_a_verdict(server, pa
 
 
 def test_an_uploaded_file_is_checked_by_the_problem_loader(server, page, tmp_path):
-    not_a_problem = tmp_path / "notes.py"
+    latin, not_a_problem = tmp_path / "latin.py", tmp_path / "notes.py"
+    latin.write_bytes(b"# caf\xe9\nimport torch\n")
     not_a_problem.write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
     page.goto(server.url)
     settled(page)
     radio(page, "problem_kind", "upload a .py")
-    page.locator(".st-key-problem_upload input[type=file]").set_input_files(str(not_a_problem))
+    upload = page.locator(".st-key-problem_upload input[type=file]")
+    upload.set_input_files(str(latin))
+    settled(page)
+    expect(page.get_by_text("latin.py: not UTF-8 text (byte 0xe9 at offset 5): save it as UTF-8")).to_be_visible()
+    upload.set_input_files(str(not_a_problem))
     settled(page)
     radio(page, "backend_kind", "nobody: plans by rules, you write every kernel")
     click(page, "start_session")
@@ -148,3 +153,4 @@ def test_an_uploaded_file_is_checked_by_the_problem_loader(server, page, tmp_pat
     from pipeline import api
 
     assert api.list_sessions(api.open_store(server.db)) == []
+
