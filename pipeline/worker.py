@@ -6,9 +6,9 @@ One worker per session, always. Its claim is one UPDATE that matches for one pro
 session whose holder is alive and beating exits at once, with status 3); every write it makes then checks, in the
 same transaction, that the claim is still its own. It heartbeats from a thread of its own that survives a failing
 or locked store (it beats again a second later), and stops the worker at once when the claim is found taken. It
-waits at gates by watching the store, and honours a cancel request. Killed at any moment, even with SIGKILL, it
-leaves nothing half-written that a new worker cannot take over: the next one re-runs the session from the store
-and reaches the same gate.
+waits at gates by watching the store, and honours a cancel request. It holds its session's model key only (none for
+an expert, scripted or person's session). Killed at any moment, even with SIGKILL, it leaves nothing half-written
+that a new worker cannot take over: the next one re-runs the session from the store and reaches the same gate.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Heartbeat(threading.Thread):
     def __init__(self, store: Store, claim: Claim, on_lost: Callable[[], None]) -> None:
         super().__init__(daemon=True, name="egg-heartbeat")
         self.store, self.claim, self.on_lost = store, claim, on_lost
-        self.stopped, self.lost = threading.Event(), threading.Event()
+        self.stopped = threading.Event()
 
     def run(self) -> None:
         failing = False
@@ -57,7 +57,6 @@ class Heartbeat(threading.Thread):
                 log("heartbeat written again")
             failing = False
             if not held and not self.stopped.is_set():
-                self.lost.set()
                 self.on_lost()
                 return
 
