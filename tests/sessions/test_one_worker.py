@@ -3,6 +3,7 @@ started by the CLI on one SQLite file (issue 22, items 2, 5 and 6)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -29,7 +30,24 @@ KEYS = {"OPENAI_API_KEY": "sk-test-openai", "ANTHROPIC_API_KEY": "test-anthropic
 
 @pytest.fixture
 def egg(tmp_path) -> Egg:
-    return Egg(tmp_path / "egg.sqlite", tmp_path)
+    """The CLI on this test's store; every worker still running on that store is killed when the test ends."""
+    yield Egg(tmp_path / "egg.sqlite", tmp_path)
+    for pid in workers_on(tmp_path / "egg.sqlite"):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def workers_on(db: Path) -> list[int]:
+    """The worker processes whose --db is `db` (this test's own: no other test uses its folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"pipeline.worker" in command and str(db).encode() in command:
+            found.append(int(entry.name))
+    return found
 
 
 def wait_for(check, what: str, timeout_s: float = 60):
@@ -80,20 +98,16 @@ def test_a_worker_holds_its_own_providers_key_and_an_expert_one_none(egg, monkey
     for spec in backends:  # as `egg session start --detach` and the New session page start them
         started[spec] = api.create_session(store, problem_path=SOFTMAX, backend=spec, device="cpu").id
         api.start_worker(store, started[spec])
-    try:
-        for spec, keys in backends.items():
-            pid = worker_pid(egg, started[spec])
-            [event] = wait_for(lambda: [e for e in store.events(started[spec]) if e.data.get("keys") is not None], "keys event")
-            assert event.data["keys"] == keys, spec  # what the worker found in its own environment
-            try:  # what it was started with, as /proc shows it (readable as root: the worker is undumpable)
-                environ = dict(entry.split("=", 1) for entry in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in entry)
-            except PermissionError:
-                continue
-            assert sorted(name for name in KEYS if name in environ) == keys, spec
-            assert all(environ[name] == KEYS[name] for name in keys)
-    finally:
-        for session_id in started.values():
-            api.kill_worker(store, session_id)
+    for spec, keys in backends.items():
+        pid = worker_pid(egg, started[spec])
+        [event] = wait_for(lambda: [e for e in store.events(started[spec]) if e.data.get("keys") is not None], "keys event")
+        assert event.data["keys"] == keys, spec  # what the worker found in its own environment
+        try:  # what it was started with, as /proc shows it (readable as root: the worker is undumpable)
+            environ = dict(entry.split("=", 1) for entry in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in entry)
+        except PermissionError:
+            continue
+        assert sorted(name for name in KEYS if name in environ) == keys, spec
+        assert all(environ[name] == KEYS[name] for name in keys)
 
 
 def test_the_environment_a_worker_gets_keeps_its_providers_key_only():
