@@ -58,6 +58,7 @@ class EvalOptions:
     seed: int = 42  # seed for get_init_inputs() and model construction (KernelBench)
     correctness_trials: int = 5  # trials with fresh seeds and fresh inputs
     signed_trial: bool = True  # one more trial with signed (randn) floating inputs
+    scaled_trial: bool = True  # one more with floating inputs scaled by a random factor in [2, 8)
     repeat_calls: int = 3  # calls on the same inputs, each output verified
     compile_timeout_s: float = 300.0  # candidate import, construction and first call
     run_timeout_s: float = 600.0  # everything after the first call
@@ -157,7 +158,10 @@ class EvalResult:
     judge_phase_s: dict[str, float] = field(default_factory=dict)  # the judge's seconds per phase (worker_server,
     # reference_lookup, audit, start_job, reference, send_plan, candidate, outputs, checks, total) and the worker's (worker_setup,
     # worker_waited_for_plan, worker_import_construct, worker_calls, worker_timing)
-    reference_source: str = ""  # where the reference came from: memory, disk, disk+outputs_recomputed, computed
+    input_seeds: dict[str, int] = field(default_factory=dict)  # the seed of every input set this check drew (from
+    # the operating system's randomness, told to the candidate only call by call): enough to reproduce its inputs
+    reference_source: str = ""  # where the reference's facts came from: memory, disk or computed (its outputs are
+    # computed afresh for every check's inputs)
 
     @property
     def ok(self) -> bool:

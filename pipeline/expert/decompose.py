@@ -170,6 +170,8 @@ class Decomposer:
         }
         if fn in specific:
             return specific[fn]
+        if fn == "torch.linalg.vector_norm":  # before the namespace filter below, which would keep it in torch
+            return self.norm
         if space not in ("torch", "Tensor", "F", "torch.special"):
             return None
         table: dict[str, Callable[[Call, str], Any]] = {
@@ -188,8 +190,6 @@ class Decomposer:
         if space == "F" and base in ("relu", "sigmoid", "tanh", "silu", "mish", "hardsigmoid", "hardswish", "logsigmoid",
                                       "softsign", "tanhshrink"):
             return self.unary
-        if fn == "torch.linalg.vector_norm":
-            return self.norm
         return table.get(base) if space != "F" else None
 
     # library ------------------------------------------------------------------------------------------------------

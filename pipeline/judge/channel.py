@@ -3,7 +3,8 @@
 The judge listens on a Unix socket in the job's folder (the one path both sides see, whatever the job's own root
 is); the job connects once. Messages are packets (SOCK_SEQPACKET, so each arrives whole), JSON objects of at most
 `MAX_MESSAGE_BYTES`, each carrying at most `MAX_FDS` descriptors: the judge sends the plan of the calls, the job
-sends its outputs as exported GPU memory (`pipeline.judge.devicemem`).
+sends its phases, its outputs (as exported GPU memory, `pipeline.judge.devicemem`, or as files whose names the
+judge derives), requests for a call's subsample and the marks around its timed trials.
 
 Imports: the standard library only (the GPU worker uses this module).
 """
@@ -12,12 +13,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 
 MAX_MESSAGE_BYTES = 1 << 16
 MAX_FDS = 8
 SOCKET_NAME = "channel.sock"
+
+# The protocol. A job reports its phases in this order (a reference job skips the candidate's, and the other way
+# round); the compile timeout covers the first ones, the run timeout the rest.
+PHASES = ("isolation", "cuda_init", "setup", "wait_start", "import", "construct", "wait_inputs", "first_call",
+          "correctness", "audit", "reference", "baselines", "wait_go", "timing", "done")
+COMPILE_PHASES = PHASES[: PHASES.index("correctness")]
+CALL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # the names of calls whose outputs travel (also file names)
+MAX_MESSAGES = 20_000  # from one job: more is a flood, not a protocol
 
 
 class ChannelClosed(ConnectionError):

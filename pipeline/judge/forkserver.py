@@ -47,6 +47,7 @@ def _child(request: dict) -> None:
         from pipeline.judge import isolation, worker
 
         job = worker.Job(request["spec_path"])
+        job.connect()  # before the sandbox: the connected socket stays ours whatever the job's root becomes
         job.phase("isolation")  # from here to `setup`: the sandbox and, on a GPU, CUDA (`cuda_init`)
         plan = isolation.Plan.from_json(request["isolation"]) if request.get("isolation") else None
         report = None

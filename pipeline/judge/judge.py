@@ -3,20 +3,30 @@
 The reference runs in one fresh worker, the candidate in another; the candidate never sees the reference outputs,
 and every comparison and verdict is made here, in a process no candidate code has run in.
 
-What does not change between candidates is done once: a problem's reference (its outputs for the seeds the checks
-use, its eager and torch.compile baselines, its physical floor) is kept in memory for the Judge's life and on disk
-(pipeline.judge.refcache) for any later process. The candidate's worker starts while the reference is being
-prepared, and waits for its plan; on a GPU, outputs stay on the device from the workers' calls to the comparisons.
+The trust boundary: whatever the candidate's process says is a claim. This process owns every fact that decides a
+verdict. It draws every input of the check from the operating system's randomness (`Draw`) and reveals each to
+the candidate's worker only when it is needed: the checked calls' inputs once the candidate is constructed, each
+extra call's subsample once that call has returned, the timed calls' inputs once the checked calls are done. It
+allocates where outputs go and reads them itself (pipeline.judge.tensorfile), compares each call's outputs with
+the reference's as both arrive (`Comparer`), times the worker's timed trials on its own clock, applies the
+timeouts on its own clock, and treats anything off the protocol on the channel as tampering.
+
+What does not change between candidates is kept: a problem's reference facts (its output structure, the work it
+does, its eager and torch.compile baselines, its physical floor, the calibration of the clocks) in memory for the
+Judge's life and on disk (pipeline.judge.refcache) for any later process. Its outputs are recomputed for each
+check's fresh inputs, by a reference worker that runs beside the candidate's start-up and checked calls; the
+candidate is timed only once that worker has ended.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
 import shutil
 import signal
 import sys
+import threading
 import time
+import traceback
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,57 +36,17 @@ import torch
 
 from pipeline.judge import compare
 from pipeline.judge.audit import audit_source
+from pipeline.judge.draw import HIDDEN_TRIALS, Draw
 from pipeline.judge.refcache import ReferenceCache, cache_key, environment_fingerprint
-from pipeline.judge.sandbox import InfraError, Job, JobOutcome, WorkerPool, default_cache_root
-from pipeline.judge.tensorfile import load_outputs
-from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, Flag, Problem, Status, Timing, TrialResult
+from pipeline.judge.sandbox import Handlers, InfraError, Job, JobOutcome, WorkerPool, default_cache_root
+from pipeline.judge.verdict import Verdict
+from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, Problem, Status, TrialResult
 
 # Reads a candidate's source and returns the cheat patterns in it (pipeline.judge.audit.audit_source).
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
 DEFAULT_CACHE = "default"  # Judge(cache_dir=...): the reference cache under $EGG_CACHE (None: no disk cache)
 
-# Timing is flagged as gamed when the host-side time to a full-device sync exceeds the event time by this much.
-# The slack covers the host's own overhead and the tail of the queued L2 flush (256 MB at ~4 TB/s is ~0.07 ms).
-SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS = 1.25, 0.25
-# A candidate faster than this fraction of the physical floor is flagged (noise and cache effects stay below it).
-PHYSICAL_LIMIT_MARGIN = 0.9
-# Datasheet dense tensor peaks (FLOP/s) by device name; the floor uses the fastest precision that could pass.
-PEAK_FLOPS = {"H200": {"float32": 495e12, "half": 989e12}, "H100": {"float32": 495e12, "half": 989e12}}
-
-
-@dataclass
-class Reference:
-    """What the reference worker produced for one problem: outputs, structure, costs and baseline timings.
-    `source` says where it came from this time: memory, disk, disk+outputs_recomputed, or computed."""
-
-    result: dict[str, Any]
-    outputs: dict[str, list[torch.Tensor]]
-    input_sets: list[dict[str, Any]]
-    timed_sets: list[dict[str, Any]]
-    degeneracy: compare.Degeneracy
-    notes: list[str] = field(default_factory=list)
-    source: str = "computed"
-    worker_phase_s: dict[str, float] = field(default_factory=dict)  # this time's reference worker, if one ran
-
-    @property
-    def dtypes(self) -> frozenset[str]:
-        return _dtypes(self.result)
-
-    def facts(self) -> dict[str, Any]:
-        """Everything but the outputs, as JSON data (what the disk cache keeps)."""
-        return {"result": self.result, "input_sets": self.input_sets, "timed_sets": self.timed_sets,
-                "degeneracy": {"degenerate": self.degeneracy.degenerate, "reason": self.degeneracy.reason}, "notes": self.notes}
-
-    @classmethod
-    def from_facts(cls, facts: dict[str, Any], outputs: dict[str, list[torch.Tensor]], source: str) -> Reference:
-        d = facts["degeneracy"]
-        return cls(facts["result"], outputs, facts["input_sets"], facts["timed_sets"], compare.Degeneracy(d["degenerate"], d["reason"]),
-                   list(facts["notes"]), source)
-
-
-def _dtypes(result: dict[str, Any]) -> frozenset[str]:
-    return frozenset(t["dtype"] for s in result["structure"].values() for t in s["tensors"])
 
 
 class ReferenceError(Exception):
@@ -87,50 +57,47 @@ class ReferenceError(Exception):
         self.log_tail = log_tail
 
 
-def _seeds(seed: int, count: int, salt: str) -> list[int]:
-    rng = random.Random(f"egg:{salt}:{seed}")
-    return [rng.randrange(1, 2**31 - 1) for _ in range(count)]
+# The reference's facts -------------------------------------------------------------------------------------------
 
 
-class PendingReference:
-    """A reference on its way: ready (memory, or disk with its outputs), or a worker still running. `facts` is known
-    at once unless the reference has never been run with these options here."""
+@dataclass
+class Reference:
+    """A problem's reference facts (cached), as JSON data: `result` is what the full reference run reported (its
+    output structure, work, costs, baselines), plus the degeneracy verdict, the usable hidden trials, notes, the
+    clock calibration. `source` says where the facts came from this time: memory, disk or computed."""
 
-    def __init__(self, judge: Judge, problem: Problem, key: str, *, ready: Reference | None = None,
-                 facts: dict[str, Any] | None = None, job: Job | None = None, input_sets=None, timed_sets=None) -> None:
-        self.judge, self.problem, self.key = judge, problem, key
-        self.ready, self.facts, self.job = ready, facts, job
-        self.input_sets, self.timed_sets = input_sets, timed_sets
+    result: dict[str, Any]
+    degeneracy: compare.Degeneracy
+    hidden: tuple[str, ...]
+    notes: list[str] = field(default_factory=list)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    source: str = "computed"
+    worker_phase_s: dict[str, float] = field(default_factory=dict)
 
     @property
-    def dtypes(self) -> frozenset[str] | None:
-        if self.ready is not None:
-            return self.ready.dtypes
-        return _dtypes(self.facts["result"]) if self.facts is not None else None
+    def dtypes(self) -> frozenset[str]:
+        return frozenset(t["dtype"] for s in self.result["structure"].values() for t in s["tensors"])
 
-    def cancel(self) -> None:
-        if self.job is not None:
-            self.job.kill()
-            self.job.wait().close_regions()
-            self.job = None
+    def facts(self) -> dict[str, Any]:
+        return {"result": self.result, "degeneracy": {"degenerate": self.degeneracy.degenerate, "reason": self.degeneracy.reason},
+                "hidden": list(self.hidden), "notes": self.notes, "calibration": self.calibration}
 
-    def finish(self) -> Reference:
-        """The reference, once its worker (if any) is done. Raises ReferenceError if the problem does not run."""
-        if self.ready is None:
-            self.ready = self.judge._finish_reference(self)
-        return self.ready
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any], source: str) -> Reference:
+        d = facts["degeneracy"]
+        return cls(facts["result"], compare.Degeneracy(d["degenerate"], d["reason"]), tuple(facts["hidden"]), list(facts["notes"]),
+                   dict(facts.get("calibration", {})), source)
 
 
 class Judge:
-    """Evaluates candidates on one device, caching each problem's reference in memory and on disk. Use as a
+    """Evaluates candidates on one device, caching each problem's reference facts in memory and on disk. Use as a
     context manager.
 
-    cache_dir: where references are kept between processes (default `$EGG_CACHE/references`; None keeps none; or a
-    ReferenceCache).
-    keep_references: how many problems' reference outputs stay in memory (GPU memory on a GPU)."""
+    cache_dir: where reference facts are kept between processes (default `$EGG_CACHE/references`; None keeps none;
+    or a ReferenceCache). keep_references: how many problems' facts stay in memory."""
 
     def __init__(self, options: EvalOptions, pool: WorkerPool | None = None, auditor: Auditor = audit_source,
-                 cache_dir: str | Path | ReferenceCache | None = DEFAULT_CACHE, keep_references: int = 2) -> None:
+                 cache_dir: str | Path | ReferenceCache | None = DEFAULT_CACHE, keep_references: int = 8) -> None:
         self.options = options
         self.pool = pool or WorkerPool(options.device)
         self.pool.start_server()  # its seconds of imports overlap the caller's own
@@ -163,88 +130,87 @@ class Judge:
     def timing_enabled(self) -> bool:
         return self.options.timing and self.options.device != "cpu"
 
-    # reference -----------------------------------------------------------------------------------------------------
+    # reference facts -----------------------------------------------------------------------------------------------
 
     def reference(self, problem: Problem) -> Reference:
-        """The problem's reference: from memory, the disk cache, or a reference worker (once per problem)."""
-        return self._prepare_reference(problem).finish()
+        """The problem's reference facts: from memory, the disk cache, or a full reference run (once per problem)."""
+        known = self._known_reference(problem)
+        if known is not None:
+            return known
+        draw = self.draw(None)
+        comparer = Comparer(draw, compare.Degeneracy(False), self.compare_device, self.options.repeat_calls)
+        job = self._start_reference(problem, draw, comparer, full=True)
+        reference, _ = self._finish_full(problem, draw, comparer, job.wait())
+        return reference
+
+    def _known_reference(self, problem: Problem) -> Reference | None:
+        kept = self._references.get(problem.fingerprint)
+        if kept is not None:
+            self._references.move_to_end(problem.fingerprint)
+            return dataclasses.replace(kept, source="memory", worker_phase_s={})
+        facts = self.cache.load(self._key(problem))
+        if facts is None:
+            return None
+        try:
+            return self._keep(problem, Reference.from_facts(facts, "disk"))
+        except (KeyError, TypeError, ValueError):
+            self.cache.remove(self._key(problem))
+            return None
 
     def _key(self, problem: Problem) -> str:
         if self._environment is None:
             self._environment = environment_fingerprint(self.compare_device if self.options.device == "cuda" else "cpu")
         return cache_key(problem.fingerprint, self.options, self._environment)
 
-    def _prepare_reference(self, problem: Problem, *, use_disk: bool = True) -> PendingReference:
-        kept = self._references.get(problem.fingerprint)
-        if kept is not None:
-            self._references.move_to_end(problem.fingerprint)
-            return PendingReference(self, problem, "", ready=dataclasses.replace(kept, source="memory"))
-        key = self._key(problem)
-        entry = self.cache.load(key) if use_disk else None
-        if entry is not None and entry.outputs is not None:
-            outputs = {n: [t.to(self.compare_device) for t in ts] for n, ts in entry.outputs.items()}
-            return PendingReference(self, problem, key, ready=self._keep(problem, Reference.from_facts(entry.facts, outputs, "disk")))
-        if entry is not None:  # the facts are cached, the outputs were too large: recompute only them
-            facts = entry.facts
-            job = self._start_reference(problem, facts["input_sets"], facts["timed_sets"], mode="outputs")
-            return PendingReference(self, problem, key, facts=facts, job=job)
-        input_sets, timed_sets = self._input_sets()
-        job = self._start_reference(problem, input_sets, timed_sets, mode="full")
-        return PendingReference(self, problem, key, job=job, input_sets=input_sets, timed_sets=timed_sets)
-
-    def _input_sets(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def draw(self, reference: Reference | None) -> Draw:
+        """A fresh draw for one check: the hidden trials the reference can take (all asked for, on its first run)."""
         opts = self.options
-        seeds = _seeds(opts.seed, opts.correctness_trials + 1, "trials")
-        sets = [{"name": f"trial_{i + 1}", "seed": s} for i, s in enumerate(seeds[:-1])]
-        if opts.signed_trial:
-            sets.append({"name": "signed", "seed": seeds[-1], "signed": True})
-        timed_count = opts.timed_input_sets if self.timing_enabled else 0
-        timed = [{"name": f"timed_{k}", "seed": s} for k, s in enumerate(_seeds(opts.seed, timed_count, "timed"))]
-        return sets, timed
+        wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, (opts.signed_trial, opts.scaled_trial)) if on)
+        hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
+        return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0)
 
-    def _start_reference(self, problem: Problem, input_sets, timed_sets, *, mode: str) -> Job:
-        spec = {
-            "kind": "reference",
-            "mode": mode,
-            "problem_path": problem.path,
-            "options": _worker_options(self.options),
-            "input_sets": input_sets,
-            "timed_sets": timed_sets,
-        }
+    def _start_reference(self, problem: Problem, draw: Draw, comparer: Comparer, *, full: bool) -> Job:
+        spec = {"kind": "reference", "mode": "full" if full else "outputs", "problem_path": problem.path,
+                "options": _worker_options(self.options), "sets": draw.reference_sets()}
+        handlers = Handlers(outputs=comparer.reference_outputs)
         return self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
-                               run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,), cache_key=f"reference-{problem.fingerprint[:16]}")
+                               run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
+                               cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers)
 
-    def _finish_reference(self, pending: PendingReference) -> Reference:
-        outcome = pending.job.wait()
-        pending.job = None
+    def _reference_result(self, outcome: JobOutcome) -> dict[str, Any]:
+        """The reference worker's result, or ReferenceError with its story."""
         try:
-            if outcome.result is None or "failure" in outcome.result:
-                why = outcome.result["failure"]["message"] if outcome.result else _exit_story(outcome)
+            result = outcome.result
+            if result is None or "failure" in result:
+                why = result["failure"]["message"] if result else (outcome.result_error or _exit_story(outcome))
                 raise ReferenceError(f"the reference problem failed to run: {why}", outcome.log_tail)
-            outputs = self._collect(outcome)
+            if outcome.output_errors:
+                call, why = next(iter(outcome.output_errors.items()))
+                raise ReferenceError(f"the reference's outputs of {call} could not be read: {why}", outcome.log_tail)
+            return result
         finally:
-            outcome.close_regions()
             shutil.rmtree(outcome.workdir, ignore_errors=True)  # candidates must not find the reference outputs on disk
-        if pending.facts is not None:
-            return self._recomputed(pending, outcome.result, outputs)
-        reference = Reference(outcome.result, outputs, pending.input_sets, pending.timed_sets, compare.Degeneracy(False),
-                              worker_phase_s=dict(outcome.result.get("phase_s", {})))
-        self._drop_unusable_signed_trial(reference)
-        trial_outputs = [outputs[s["name"]] for s in reference.input_sets if not s.get("signed")]
-        reference.degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
-        self.cache.store(pending.key, reference.facts(), reference.outputs)
-        return self._keep(pending.problem, reference)
 
-    def _recomputed(self, pending: PendingReference, result: dict[str, Any], outputs) -> Reference:
-        """The cached facts with freshly computed outputs, if the run saw the same inputs and gave the same structure."""
-        facts = pending.facts
-        cached = facts["result"]
-        if result["checksums"] != cached["checksums"] or result["structure"] != cached["structure"]:
-            self.cache.remove(pending.key)  # the problem's inputs are not reproducible: compute everything again
-            return self._prepare_reference(pending.problem, use_disk=False).finish()
-        reference = Reference.from_facts(facts, outputs, "disk+outputs_recomputed")
-        reference.worker_phase_s = dict(result.get("phase_s", {}))
-        return self._keep(pending.problem, reference)
+    def _finish_full(self, problem: Problem, draw: Draw, comparer: Comparer, outcome: JobOutcome) -> tuple[Reference, Draw]:
+        """Facts from a full reference run: the hidden trials it can take, the degeneracy, the calibration."""
+        result = self._reference_result(outcome)
+        notes, unusable = [], set()
+        for entry in draw.hidden:
+            outputs = comparer.reference.get(entry["name"], [])
+            if any(t.is_floating_point() and not bool(t.isfinite().all()) for t in outputs):
+                unusable.add(entry["name"])
+                notes.append(f"{entry['name']}-input trial skipped: the reference itself gives NaN/Inf on {entry['name']} inputs")
+        comparer.drop_reference(unusable)
+        draw = draw.without(unusable)
+        if draw.hidden == () and (self.options.signed_trial or self.options.scaled_trial):
+            notes.append("no hidden trial: the reference gives NaN/Inf on both signed and scaled inputs")
+        trial_outputs = [comparer.reference[s["name"]] for s in draw.trials if s["name"] in comparer.reference]
+        degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
+        comparer.degeneracy = degeneracy
+        reference = Reference(result, degeneracy, tuple(s["name"] for s in draw.hidden), notes, _calibration(result, outcome.marks),
+                              "computed", dict(result.get("phase_s", {})))
+        self.cache.store(self._key(problem), reference.facts())
+        return self._keep(problem, reference), draw
 
     def _keep(self, problem: Problem, reference: Reference) -> Reference:
         self._references[problem.fingerprint] = reference
@@ -253,34 +219,11 @@ class Judge:
             self._references.popitem(last=False)
         return reference
 
-    def _collect(self, outcome: JobOutcome) -> dict[str, list[torch.Tensor]]:
-        """A finished job's outputs: device regions it handed over, and files it wrote."""
-        regions = {}
-        if outcome.regions:
-            from pipeline.judge import devicemem
-
-            try:
-                for region, (fd, size) in list(outcome.regions.items()):
-                    del outcome.regions[region]
-                    regions[region] = devicemem.open_region(fd, size)
-            except devicemem.DeviceMemoryError as exc:
-                raise InfraError(f"outputs handed over on the GPU could not be mapped here: {exc}") from exc
-        outputs = load_outputs(outcome.workdir, regions)
-        if self.compare_device == "cuda":
-            outputs = {n: [t.to("cuda") for t in ts] for n, ts in outputs.items()}
-        return outputs
-
-    @staticmethod
-    def _drop_unusable_signed_trial(reference: Reference) -> None:
-        signed = [s for s in reference.input_sets if s.get("signed")]
-        if signed and any(t.is_floating_point() and not bool(t.isfinite().all()) for t in reference.outputs[signed[0]["name"]]):
-            reference.input_sets = [s for s in reference.input_sets if not s.get("signed")]
-            reference.notes.append("signed-input trial skipped: the reference itself gives NaN/Inf on signed inputs")
-
     # candidate -----------------------------------------------------------------------------------------------------
 
     def evaluate(self, problem: Problem, candidate: Candidate) -> EvalResult:
-        """Judge one candidate. Never raises for anything the candidate does; infra faults become infra_error."""
+        """Judge one candidate. Never raises for anything the candidate does, nor for a fault of the judge's own:
+        infrastructure faults and internal errors become infra_error with their story."""
         start = time.monotonic()
         base = EvalResult(Status.INFRA_ERROR, "", problem, candidate, self.options.device)
         try:
@@ -289,6 +232,8 @@ class Judge:
             verdict = dataclasses.replace(base, reason=str(exc), log_tail=exc.log_tail)
         except InfraError as exc:
             verdict = dataclasses.replace(base, reason=f"sandbox failure: {exc}")
+        except Exception as exc:  # the judge's own bug: a verdict that says so, never a traceback without JSON
+            verdict = dataclasses.replace(base, reason=f"the judge failed: {type(exc).__name__}: {exc}", log_tail=traceback.format_exc()[-4000:])
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
 
@@ -301,7 +246,7 @@ class Judge:
 
 def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions | None = None, **judge_options) -> EvalResult:
     """Judge one candidate against one problem (a fresh worker pool for this call alone; the disk cache of
-    references is used unless `cache_dir=None`)."""
+    reference facts is used unless `cache_dir=None`)."""
     with Judge(options or EvalOptions(), **judge_options) as judge:
         return judge.evaluate(problem, candidate)
 
@@ -323,9 +268,99 @@ def _exit_story(outcome: JobOutcome) -> str:
     return f"the process exited with code {outcome.returncode} during phase {phase}"
 
 
+def _calibration(result: dict[str, Any], marks: dict[str, float]) -> dict[str, Any]:
+    """How the reference's own timing of its eager baseline looked from this side: the time the parent's clock saw
+    around its trials beyond what the worker's times explain (per trial), and its median host-to-sync gap."""
+    sums = result.get("baseline_sums", {}).get("eager")
+    start, end = marks.get("trials_start:eager"), marks.get("trials_end:eager")
+    if not sums or start is None or end is None or not sums.get("trials"):
+        return {}
+    bracket_ms = (end - start) * 1e3
+    explained_ms = sums["event_ms"] + sums["launch_ms"]
+    return {"overhead_ms_per_trial": max(0.0, (bracket_ms - explained_ms) / sums["trials"]), "wall_gap_ms": sums.get("wall_gap_ms", 0.0)}
+
+
+# Comparing as outputs arrive -------------------------------------------------------------------------------------
+
+
+class Comparer:
+    """Pairs each candidate call's outputs with the reference's as both arrive, compares them, and lets both go
+    (GiB outputs are never all held at once). Fed from the jobs' channel threads."""
+
+    def __init__(self, draw: Draw, degeneracy: compare.Degeneracy, device: str, repeats: int,
+                 structure: dict[str, Any] | None = None) -> None:
+        self.draw, self.degeneracy, self.device = draw, degeneracy, device
+        self.structure = structure  # the reference's output structure by set, when known ahead
+        self.reference: dict[str, list[torch.Tensor]] = {}
+        self.candidate: dict[str, list[torch.Tensor]] = {}
+        self.shapes: dict[str, list[tuple[str, list[int]]]] = {}  # what the candidate's calls handed over
+        self.results: dict[str, TrialResult] = {}
+        self._repeats_left = repeats
+        self._lock = threading.Lock()
+
+    def drop_reference(self, names: set[str]) -> None:
+        for name in names:
+            self.reference.pop(name, None)
+
+    def reference_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
+        with self._lock:
+            self.reference[call] = [t.to(self.device) for t in tensors]
+            for name in [n for n in self.candidate if self.draw.reference_name(n) == call]:
+                self._compare(name)
+
+    def check_candidate(self, call: str, specs: list[tuple[torch.dtype, tuple[int, ...]]]) -> str:
+        """Why the candidate may not hand over these outputs ('' when it may): a call the judge did not make, or
+        more bytes than the reference's outputs of that call (the candidate decides no size of the judge's)."""
+        known = {s["name"] for s in self.draw.checked} | set(self.draw.offsets)
+        if call not in known:
+            return f"outputs of a call {call!r} the judge never made"
+        if self.structure is not None:
+            expected = self.structure.get(self.draw.reference_name(call), {}).get("tensors", [])
+            limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
+            given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
+            if given > limit:
+                return f"call {call} handed over {given} bytes of outputs, more than the reference's {limit}"
+        return ""
+
+    def candidate_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
+        with self._lock:
+            self.shapes[call] = [(str(t.dtype).removeprefix("torch."), list(t.shape)) for t in tensors]
+            self.candidate[call] = tensors
+            if self.draw.reference_name(call) in self.reference:
+                self._compare(call)
+
+    def _compare(self, call: str) -> None:
+        name = self.draw.reference_name(call)
+        refs = self.reference[name]
+        if call.startswith("repeat_"):
+            refs = [compare.subsample(r, self.draw.sample(call)) for r in refs]
+        outs = self.candidate.pop(call)
+        self.results[call] = compare.compare_outputs(call, outs, refs, degenerate=self.degeneracy.degenerate, device=self.device)
+        del outs
+        if call.startswith("repeat_"):
+            self._repeats_left -= 1
+        if name != self.draw.trials[0]["name"] or self._repeats_left <= 0:
+            self.reference.pop(name, None)  # the first trial's stays until every repeat is compared
+
+    def sample(self, call: str) -> dict[str, int] | None:
+        """The subsample of an extra call's outputs, revealed once that call has returned; None for any other."""
+        return self.draw.sample(call) if call in self.draw.offsets else None
+
+
+def _nbytes(dtype: str, shape: list[int]) -> int:
+    numel = 1
+    for n in shape:
+        numel *= n
+    dt = getattr(torch, dtype, None)
+    return numel * (torch.empty((), dtype=dt).element_size() if isinstance(dt, torch.dtype) else 8)
+
+
+# One evaluation --------------------------------------------------------------------------------------------------
+
+
 class Evaluation:
-    """One candidate through the judge: the audit, its worker started while the reference is prepared, its plan
-    sent once the reference is ready, then the verdict."""
+    """One candidate through the judge: the audit, its worker and the reference's started together, the inputs
+    sent when the candidate is constructed, the timing once the reference's worker has ended, then the verdict."""
 
     def __init__(self, judge: Judge, problem: Problem, candidate: Candidate) -> None:
         self.judge, self.problem, self.candidate = judge, problem, candidate
@@ -338,68 +373,75 @@ class Evaluation:
         self._clock = now
 
     def run(self) -> EvalResult:
-        source = Path(self.candidate.path).read_text(encoding="utf-8")
-        self.judge.pool.wait_ready()  # a fresh process waits here for the worker server's imports
-        self._lap("worker_server")
-        pending = self.judge._prepare_reference(self.problem)
-        self._lap("reference_lookup")
-        job = None
         try:
-            audit = None
-            if pending.dtypes is not None:  # known without running anything: audit before starting a worker
-                audit = self._audit(source, pending.dtypes)
-                if audit.early is not None:
-                    pending.cancel()
-                    return self._finish_early(audit, pending)
-            job = self._start_candidate()
-            self._lap("start_job")
-            early_plan = None
-            if pending.ready is None and pending.facts is not None:
-                # The cached facts make the plan while the reference's outputs are recomputed: the candidate runs its
-                # calls meanwhile, and waits for `go` before its timing, so nothing else runs on the device then.
-                early_plan = self._plan(Reference.from_facts(pending.facts, {}, "disk"))
-                job.send({"type": "plan", **early_plan, "await_go": True})
-                self._lap("send_plan")
-            reference = pending.finish()
-            self._lap("reference")
-            if reference.source not in ("memory", "disk"):  # where the reference worker's seconds went
-                self.phases.update({f"reference_worker_{k}": v for k, v in reference.worker_phase_s.items()})
-            if audit is None:
+            source = Path(self.candidate.path).read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            return self._unreadable(f"the candidate is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        except OSError as exc:
+            return self._unreadable(f"the candidate could not be read: {exc.strerror}")
+        judge = self.judge
+        judge.pool.wait_ready()  # a fresh process waits here for the worker server's imports
+        self._lap("worker_server")
+        reference = judge._known_reference(self.problem)
+        self._lap("reference_lookup")
+        audit = None
+        if reference is not None:  # the dtypes are known without running anything: audit before any worker
+            audit = self._audit(source, reference.dtypes)
+            if audit.early is not None:
+                return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
+        draw = judge.draw(reference)
+        comparer = Comparer(draw, reference.degeneracy if reference else compare.Degeneracy(False), judge.compare_device,
+                            judge.options.repeat_calls, reference.result["structure"] if reference else None)
+        jobs: list[Job] = []
+        try:
+            job = self._start_candidate(comparer)
+            jobs.append(job)
+            ref_job = judge._start_reference(self.problem, draw, comparer, full=reference is None)
+            jobs.append(ref_job)
+            self._lap("start_jobs")
+            if reference is None:  # the first check of this problem here: its facts first, then the candidate
+                reference, draw = judge._finish_full(self.problem, draw, comparer, ref_job.wait())
+                comparer.draw, comparer.structure = draw, reference.result["structure"]
+                self._lap("reference")
                 audit = self._audit(source, reference.dtypes)
                 if audit.early is not None:
                     job.kill()
-                    job.wait().close_regions()
+                    job.wait()
                     return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
-            verdict = Verdict(self.judge, self.problem, self.candidate, reference, audit.check)
-            plan = self._plan(reference)
-            if early_plan is None:
-                job.send({"type": "plan", **plan})
-            elif plan != early_plan:  # the problem's inputs were not reproducible: its reference was made anew
-                job.kill()
-                job.wait().close_regions()
-                job = self._start_candidate()
-                job.send({"type": "plan", **plan})
+                self._send_inputs(job, draw, reference)
+                checksums = None
             else:
-                job.send({"type": "go"})
-            self._lap("send_plan")
+                self._send_inputs(job, draw, reference)
+                checksums = judge._reference_result(ref_job.wait())
+                self._lap("reference")
+            if draw.timed:
+                job.send_when("wait_go", {"type": "go", "timed_sets": list(draw.timed)})
             outcome = job.wait()
-            job = None
+            jobs.clear()
             self._lap("candidate")
+            verdict = Verdict(judge, self.problem, self.candidate, reference, audit.check, draw, comparer,
+                              checksums or reference.result)
             result = verdict.judge_outcome(outcome, self._lap)
         except BaseException:
-            pending.cancel()
-            if job is not None:
-                job.kill()
-                job.wait().close_regions()
+            for running in jobs:
+                running.kill()
+                running.wait()
             raise
+        if reference.source == "computed":
+            self.phases.update({f"reference_worker_{k}": v for k, v in reference.worker_phase_s.items()})
         self.phases.update(_worker_phases(result.phase_s))
-        return dataclasses.replace(result, judge_phase_s=self.phases, reference_source=reference.source)
+        return dataclasses.replace(result, judge_phase_s=self.phases, reference_source=reference.source, input_seeds=draw.seeds())
 
-    def _finish_early(self, audit: Audit, pending: PendingReference) -> EvalResult:
-        """A verdict from the source alone; the reference's facts (baselines, environment) are cached."""
-        facts = pending.facts or pending.ready.facts()
-        ref = Reference.from_facts(facts, {}, pending.ready.source if pending.ready else "disk")
-        return dataclasses.replace(audit.early(ref), judge_phase_s=self.phases, reference_source=ref.source)
+    def _unreadable(self, why: str) -> EvalResult:
+        return EvalResult(Status.COMPILE_ERROR, why, self.problem, self.candidate, self.judge.options.device,
+                          checks=(Check("static_audit", None, "not read"),))
+
+    def _send_inputs(self, job: Job, draw: Draw, reference: Reference) -> None:
+        """`start` now (the audit passed); the inputs of the checked calls once the candidate is constructed."""
+        first = reference.result["structure"][draw.trials[0]["name"]]["tensors"]
+        job.send({"type": "start"})
+        job.send_when("wait_inputs", {"type": "inputs", "input_sets": list(draw.checked), "audit_set": draw.audit,
+                                      "poison": [[t["shape"], t["dtype"]] for t in first]})
 
     def _audit(self, source: str, dtypes: frozenset[str]) -> Audit:
         try:
@@ -407,16 +449,16 @@ class Evaluation:
         except SyntaxError as exc:
             check = Check("static_audit", None, "not parsed")
             why = f"syntax error at line {exc.lineno}: {exc.msg}"
-            return Audit(check, lambda ref: Verdict(self.judge, self.problem, self.candidate, ref, check).result(Status.COMPILE_ERROR, why))
+            return Audit(check, lambda ref: Verdict.early(self, ref, check).result(Status.COMPILE_ERROR, why))
         finally:
             self._lap("audit")
         check = Check("static_audit", not findings, "; ".join(_finding_text(f) for f in findings) or "no cheat patterns in the source")
         if not findings:
             return Audit(check, None)
         why = _finding_text(findings[0]) + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
-        return Audit(check, lambda ref: Verdict(self.judge, self.problem, self.candidate, ref, check).result(Status.BANNED, why))
+        return Audit(check, lambda ref: Verdict.early(self, ref, check).result(Status.BANNED, why))
 
-    def _start_candidate(self) -> Job:
+    def _start_candidate(self, comparer: Comparer) -> Job:
         spec = {
             "kind": "candidate",
             "problem_path": self.problem.path,
@@ -424,13 +466,10 @@ class Evaluation:
             "options": _worker_options(self.judge.options),
         }
         pool, opts = self.judge.pool, self.judge.options
+        handlers = Handlers(check=comparer.check_candidate, outputs=comparer.candidate_outputs, sample=comparer.sample)
         return pool.start(spec, pool.new_workdir("candidate"), compile_timeout_s=opts.compile_timeout_s, run_timeout_s=opts.run_timeout_s,
-                          read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}")
-
-    def _plan(self, reference: Reference) -> dict[str, Any]:
-        first = reference.result["structure"][reference.input_sets[0]["name"]]["tensors"]
-        return {"input_sets": reference.input_sets, "timed_sets": reference.timed_sets,
-                "poison": [[t["shape"], t["dtype"]] for t in first], "sample": _sample(self.judge.options, self.candidate)}
+                          read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}",
+                          handlers=handlers)
 
 
 @dataclass(frozen=True)
@@ -444,309 +483,14 @@ class Audit:
 def _worker_phases(phase_s: dict[str, float]) -> dict[str, float]:
     """The candidate worker's phases grouped as the judge reports them."""
     grouped = {"worker_isolation": phase_s.get("isolation", 0.0), "worker_cuda_init": phase_s.get("cuda_init", 0.0),
-               "worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_plan": phase_s.get("wait_plan", 0.0),
+               "worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_start": phase_s.get("wait_start", 0.0),
                "worker_import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
+               "worker_waited_for_inputs": phase_s.get("wait_inputs", 0.0),
                "worker_calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
                "worker_waited_for_go": phase_s.get("wait_go", 0.0), "worker_timing": phase_s.get("timing", 0.0)}
-    return {k: round(v, 4) for k, v in grouped.items()}
-
-
-def _sample(options: EvalOptions, candidate: Candidate) -> dict[str, int]:
-    """How large outputs of extra calls are subsampled (an offset the candidate cannot know in advance)."""
-    # Wholesale wrong outputs (caching, phase switching) still show, without GiBs of copies per candidate.
-    limit = options.subsample_above
-    return {"min_numel": limit, "elements": limit, "offset": _seeds(options.seed, 1, candidate.fingerprint)[0]}
-
-
-class Verdict:
-    """Builds one candidate's EvalResult from the static audit's check and its sandboxed run: every check in order."""
-
-    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate, reference: Reference, audit: Check) -> None:
-        self.judge, self.problem, self.candidate, self.reference = judge, problem, candidate, reference
-        self.options = judge.options
-        self.checks: list[Check] = [audit]
-        self.trials: list[TrialResult] = []
-        self.flags: list[Flag] = [Flag("note", n) for n in reference.notes]
-        self.environment: dict[str, str] = dict(reference.result.get("environment", {}))
-        if reference.degeneracy.degenerate:
-            self.flags.append(Flag("degenerate_problem", f"{reference.degeneracy.reason}; outputs are also judged by error relative to the reference's variation"))
-
-    def result(self, status: Status, reason: str, **extra: Any) -> EvalResult:
-        return EvalResult(
-            status=status,
-            reason=reason,
-            problem=self.problem,
-            candidate=self.candidate,
-            device=self.options.device,
-            checks=tuple(self.checks),
-            trials=tuple(self.trials),
-            flags=tuple(self.flags),
-            environment=self.environment,
-            baselines=self._baselines(),
-            **extra,
-        )
-
-    def _baselines(self) -> dict[str, Timing]:
-        return {name: Timing(**t) for name, t in self.reference.result.get("baselines", {}).items()}
-
-    @property
-    def sample(self) -> dict[str, int]:
-        return _sample(self.options, self.candidate)
-
-    def judge_outcome(self, outcome: JobOutcome, lap: Callable[[str], None] = lambda name: None) -> EvalResult:
-        """The verdict on a finished candidate run (its GPU memory is released once the checks are done)."""
-        try:
-            self._record_sandbox(outcome.result)
-            early = self._early_exit(outcome)
-            if early is not None:
-                return early
-            return self._judge_run(outcome, lap)
-        finally:
-            outcome.close_regions()
-            shutil.rmtree(outcome.workdir, ignore_errors=True)
-
-    def _record_sandbox(self, result: dict[str, Any] | None) -> None:
-        """What the candidate's process could reach, in the verdict's environment; a flag and a warning if less
-        than full isolation."""
-        info = (result or {}).get("isolation") or {}
-        if info:
-            self.environment["isolation"] = info.get("isolation", "")
-            missing = info.get("missing", [])
-            if missing:
-                text = "; ".join(missing)
-                self.environment["isolation_missing"] = text
-                self.flags.append(Flag("isolation_incomplete", f"the candidate ran with less isolation than egg asks for: {text}"))
-                self.judge.warn(f"candidate isolation incomplete: {text}")
-        if result and "output_transport" in result:
-            self.environment["output_transport"] = result["output_transport"]
-
-    def _early_exit(self, outcome: JobOutcome) -> EvalResult | None:
-        """A verdict when the run did not get to the checks: a timeout, a crash, or an error it reported."""
-        tail = outcome.log_tail
-        if outcome.timed_out:
-            limit = self.options.compile_timeout_s if outcome.timed_out == "compile" else self.options.run_timeout_s
-            return self.result(Status.TIMEOUT, f"{outcome.timed_out} phase ({outcome.phase or 'start-up'}) exceeded {limit:g} s; the process group was killed", log_tail=tail)
-        if outcome.result is None:
-            in_compile = outcome.phase in ("", "setup", "wait_plan", "import", "construct")
-            status = Status.COMPILE_ERROR if in_compile else Status.RUNTIME_ERROR
-            return self.result(status, _exit_story(outcome), log_tail=tail)
-        failure = outcome.result.get("failure")
-        if failure:
-            self._observe_calls(outcome.result)
-            return self.result(Status(failure["status"]), failure["message"], log_tail=(failure.get("detail") or "")[-4000:] or tail, kernels_launched=outcome.result.get("kernels", {}))
-        return None
-
-    def _judge_run(self, outcome: JobOutcome, lap: Callable[[str], None]) -> EvalResult:
-        result = outcome.result
-        try:
-            outputs = self.judge._collect(outcome)
-        except (OSError, ValueError, KeyError) as exc:
-            return self.result(Status.RUNTIME_ERROR, f"the candidate's outputs could not be read: {type(exc).__name__}: {exc}", log_tail=outcome.log_tail)
-        lap("outputs")
-        checks = CandidateChecks(self, result, outputs)
-        status, reason = checks.run()
-        del outputs
-        lap("checks")
-        if self.judge.compare_device == "cuda":  # hand the comparison's device memory back before the next worker
-            torch.cuda.empty_cache()
-        floor_ms = checks.floor_ms
-        timing = Timing(**result["timing"]) if "timing" in result else None
-        speedups = {}
-        if timing is not None:
-            speedups = {name: round(b.median_ms / timing.median_ms, 4) for name, b in self._baselines().items()}
-        if status is Status.OK and (flag := host_bound_flag(result)) is not None:
-            self.flags.append(flag)
-        if status is Status.OK and timing is None:
-            self.flags.append(Flag("timing_skipped", "timing skipped: --device cpu runs Triton's interpreter, whose speed means nothing"))
-        return self.result(
-            status,
-            reason,
-            timing=timing if status is Status.OK else None,
-            speedups=speedups if status is Status.OK else {},
-            kernels_launched=result.get("kernels", {}),
-            log_tail="" if status is Status.OK else outcome.log_tail,
-            phase_s=result.get("phase_s", {}),
-            physical_floor_ms=floor_ms,
-        )
-
-    def _observe_calls(self, result: dict[str, Any]) -> None:
-        for call in result.get("calls", []):
-            self.checks.append(Check(f"call_{call['name']}", True, f"{call['own_launches']} Triton launches"))
-
-
-def host_bound_flag(result: dict[str, Any]) -> Flag | None:
-    """The host took longer to launch one call than the device took to run it: the timed calls had a head start
-    (EvalOptions.head_start_ms and _mode), so device time is what was measured, and a real caller would wait for the
-    host."""
-    if "timing" not in result or "timing_launch" not in result:
-        return None
-    device_ms, launch_ms = result["timing"]["median_ms"], result["timing_launch"]["median_ms"]
-    if launch_ms <= device_ms:
-        return None
-    capped = result.get("timing_head_start_capped", 0)
-    tail = f" ({capped} timed trials outlasted the head start, so their host time is in the device time)" if capped else ""
-    return Flag("host_bound", f"launching one call takes the host {launch_ms:.4g} ms, longer than the device's {device_ms:.4g} ms: "
-                              "the timing is device time; without CUDA graphs a caller waits for the host" + tail)
+    return {k: round(v, 4) for k, v in grouped.items() if isinstance(v, (int, float))}
 
 
 def _finding_text(finding: Finding) -> str:
     return f"{finding.rule} (line {finding.line}): {finding.message}"
 
-
-class CandidateChecks:
-    """Every check on a finished candidate run, in the order that decides its status."""
-
-    def __init__(self, verdict: Verdict, result: dict[str, Any], outputs: dict[str, list[torch.Tensor]]) -> None:
-        self.verdict, self.result, self.outputs = verdict, result, outputs
-        self.reference = verdict.reference
-        self.calls = {c["name"]: c for c in result.get("calls", [])}
-        self.compare_device = verdict.judge.compare_device
-        self.floor_ms: float | None = None
-
-    def run(self) -> tuple[Status, str]:
-        """Run all checks; the status is the first failure's (banned before mismatch), else ok."""
-        ordered = [
-            (Status.BANNED, self.timer_integrity),
-            (Status.BANNED, self.output_types),
-            (Status.BANNED, self.input_mutation),
-            (Status.BANNED, self.background_threads),
-            (Status.BANNED, self.triton_launched),
-            (Status.BANNED, self.torch_delegation),
-            (Status.INFRA_ERROR, self.same_inputs),
-            (Status.MISMATCH, self.output_structure),
-            (Status.MISMATCH, self.correctness),
-            (Status.BANNED, self.side_stream),
-            (Status.BANNED, self.physical_limit),
-        ]
-        first: tuple[Status, str] | None = None
-        for status, check in ordered:
-            outcome = check()
-            self.verdict.checks.append(outcome)
-            if outcome.passed is False and first is None:
-                first = (status, f"{outcome.name}: {outcome.detail}")
-        return first or (Status.OK, "passed every check")
-
-    def timer_integrity(self) -> Check:
-        changed = self.result.get("tampering", [])
-        return Check("timer_integrity", not changed, f"replaced while the candidate ran: {', '.join(changed)}" if changed else "torch, time and triton functions untouched")
-
-    def output_types(self) -> Check:
-        bad = sorted({t for c in self.calls.values() for t in c["types"] if t != "torch.Tensor"})
-        return Check("output_types", not bad, f"outputs of type {', '.join(bad)} (must be exactly torch.Tensor)" if bad else "plain tensors")
-
-    def input_mutation(self) -> Check:
-        bad = {name: c["mutated_inputs"] for name, c in self.calls.items() if c["mutated_inputs"]}
-        if bad:
-            name, idx = next(iter(bad.items()))
-            return Check("input_mutation", False, f"call {name} wrote to input(s) {idx}")
-        return Check("input_mutation", True, "inputs unchanged by every call")
-
-    def background_threads(self) -> Check:
-        leaked = [n for n, c in self.calls.items() if c["threads_after"] > 0]
-        if self.result.get("threads_after_timing", 0) > 0:
-            leaked.append("timing")
-        detail = f"threads still running after call(s) {', '.join(leaked)}" if leaked else "no thread outlived a call"
-        return Check("background_threads", not leaked, detail)
-
-    def triton_launched(self) -> Check:
-        idle = [n for n, c in self.calls.items() if c["own_launches"] < 1]
-        if idle:
-            seen = self.result.get("kernels", {})
-            what = f"; launches seen: {seen}" if seen else "; no Triton kernel launched at all"
-            return Check("triton_launched", False, f"no Triton kernel of the candidate launched in call(s) {', '.join(idle)}{what}")
-        timed_calls = self.result.get("timed_calls")
-        if timed_calls and self.result.get("timed_launches", 0) < timed_calls:
-            return Check("triton_launched", False, f"{self.result['timed_launches']} Triton launches in {timed_calls} timed calls")
-        per_call = ", ".join(f"{k}×{v}" for k, v in sorted(self.result.get("kernels", {}).items()))
-        return Check("triton_launched", True, f"launched: {per_call}")
-
-    def torch_delegation(self) -> Check:
-        ref_ops = set(self.reference.result.get("ops", []))
-        cand_ops = set(self.calls.get("audit", {}).get("ops", []))
-        if ref_ops and ref_ops <= cand_ops:
-            return Check("torch_delegation", False, f"every compute op of the reference still runs in torch ({', '.join(sorted(ref_ops))}): the kernels do not do the job")
-        return Check("torch_delegation", True, f"torch compute ops still used: {', '.join(sorted(cand_ops))}" if cand_ops else "no torch compute op used")
-
-    def same_inputs(self) -> Check:
-        ref_sums, cand_sums = self.reference.result["checksums"], self.result.get("checksums", {})
-        differ = [n for n, s in cand_sums.items() if not _close_sums(s, ref_sums.get(n))]
-        return Check("same_inputs", not differ, f"inputs regenerated differently for {', '.join(differ)}" if differ else "reference and candidate saw the same inputs")
-
-    def output_structure(self) -> Check:
-        structure = self.reference.result["structure"]
-        for name, call in self.calls.items():
-            ref_name = self._reference_name(name)
-            expected = structure[ref_name]
-            if call["kind"] != expected["kind"]:
-                return Check("output_structure", False, f"call {name} returned {call['kind']}, the reference returns {expected['kind']}")
-            for i, (out, ref) in enumerate(zip(call["tensors"], expected["tensors"])):
-                if (out["shape"], out["dtype"]) != (ref["shape"], ref["dtype"]):
-                    return Check("output_structure", False, f"call {name} output {i}: {out['shape']} {out['dtype']}, reference {ref['shape']} {ref['dtype']}")
-        return Check("output_structure", True, "same type, count, shapes and dtypes as the reference")
-
-    def _reference_name(self, call_name: str) -> str:
-        if call_name.startswith("repeat_"):
-            return self.reference.input_sets[0]["name"]
-        if call_name == "audit":
-            return self.reference.input_sets[1 % len(self.reference.input_sets)]["name"]
-        return call_name
-
-    def correctness(self) -> Check:
-        degenerate = self.reference.degeneracy.degenerate
-        names = list(self.calls) + [s["name"] for s in self.reference.timed_sets if s["name"] in self.outputs]
-        missing = [s["name"] for s in self.reference.timed_sets if "timing" in self.result and s["name"] not in self.outputs]
-        full = {s["name"] for s in self.reference.input_sets}
-        for name in names:
-            ref = self.reference.outputs[self._reference_name(name)]
-            if name not in full:
-                ref = [compare.subsample(r, self.verdict.sample) for r in ref]
-            outs = self.outputs.get(name, [])
-            self.verdict.trials.append(compare.compare_outputs(name, outs, ref, degenerate=degenerate, device=self.compare_device))
-        failed = [t for t in self.verdict.trials if not t.passed]
-        if missing:
-            return Check("correctness", False, f"no output kept for timed set(s) {', '.join(missing)}")
-        if failed:
-            return Check("correctness", False, f"{failed[0].name}: {failed[0].detail}" + (f" (and {len(failed) - 1} more call(s))" if len(failed) > 1 else ""))
-        worst = max((t.max_abs_err or 0.0) for t in self.verdict.trials)
-        return Check("correctness", True, f"{len(self.verdict.trials)} calls match (max abs error {worst:.3g})")
-
-    def side_stream(self) -> Check:
-        if "timing" not in self.result:
-            return Check("side_stream", None, "no device timing on this device")
-        event, wall = self.result["timing"]["median_ms"], self.result["timing_wall"]["median_ms"]
-        gamed = wall > event * SIDE_STREAM_RATIO + SIDE_STREAM_SLACK_MS
-        detail = f"event time {event:.4g} ms, time to full-device sync {wall:.4g} ms"
-        return Check("side_stream", not gamed, ("work ran outside the timed stream: " if gamed else "") + detail)
-
-    def physical_limit(self) -> Check:
-        if "timing" not in self.result:
-            return Check("physical_limit", None, "no device timing on this device")
-        ref = self.reference.result
-        measured = self.result["timing"]["median_ms"]
-        bandwidth = ref.get("copy_bandwidth_bytes_per_s") or 0.0
-        floors = []
-        if bandwidth:
-            floors.append((ref["min_bytes"] / bandwidth * 1e3, f"{ref['min_bytes'] / 1e6:.1f} MB at {bandwidth / 1e12:.2f} TB/s"))
-        peak = _peak_flops(ref.get("environment", {}).get("gpu", ""), self.reference.dtypes)
-        if peak and ref.get("flops"):
-            floors.append((ref["flops"] / peak * 1e3, f"{ref['flops'] / 1e9:.1f} GFLOP at {peak / 1e12:.0f} TFLOP/s"))
-        if not floors:
-            return Check("physical_limit", None, "no ceiling known for this device")
-        floor_ms, why = max(floors)
-        self.floor_ms = floor_ms
-        ok = measured >= floor_ms * PHYSICAL_LIMIT_MARGIN
-        detail = f"measured {measured:.4g} ms, physical floor {floor_ms:.4g} ms ({why})"
-        return Check("physical_limit", ok, ("faster than physically possible: " if not ok else "") + detail)
-
-
-def _close_sums(a: list, b: list | None) -> bool:
-    if b is None or len(a) != len(b):
-        return False
-    return all(x == y or (x is not None and y is not None and abs(x - y) <= 1e-9 * max(1.0, abs(y))) for x, y in zip(a, b))
-
-
-def _peak_flops(gpu: str, dtypes: frozenset[str]) -> float | None:
-    for name, peaks in PEAK_FLOPS.items():
-        if name in gpu:
-            return peaks["half"] if dtypes & {"float16", "bfloat16"} else peaks["float32"]
-    return None

@@ -1,16 +1,25 @@
 """Run-time probes the worker installs before a candidate's code is imported.
 
+Everything here runs inside the process a candidate's code runs in, so none of it is evidence by itself: the
+parent treats what these probes report as claims, and they are built so that changing them is hard and shows
+(`Integrity` re-checks the judge's own modules after every call, `LaunchCounter` keeps a second count where no
+attribute reaches it, `blind_judge_modules` takes egg's modules out of the import system).
+
 Imported by the worker: torch, triton and the standard library only.
 """
 
 from __future__ import annotations
 
+import builtins
 import collections
+import sys
 import threading
 import time
+from typing import Any, Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 # aten ops that move, view or allocate memory without computing anything: a candidate may keep these in torch.
 NON_COMPUTE_OPS = frozenset(
@@ -21,20 +30,49 @@ NON_COMPUTE_OPS = frozenset(
     clone copy copy_ _to_copy to as_strided slice select squeeze squeeze_ unsqueeze unsqueeze_ split split_with_sizes
     chunk unbind flatten unflatten narrow resize_ set_ stride size sym_size sym_stride sym_numel numel is_contiguous
     _local_scalar_dense item movedim movedim permute_copy view_copy index_select_backward dim type_as
+    cat stack constant_pad_nd repeat
     """.split()
 )
+# Library primitives a candidate may keep beside its own Triton kernels when the problem has other work for them
+# (a cuBLAS GEMM or a cuDNN convolution with the epilogue fused in Triton): GEMMs, convolutions, pooling, scans and
+# resampling. On a problem that is nothing but these, keeping them is the whole job.
+LIBRARY_OPS = frozenset(
+    """
+    mm addmm bmm baddbmm addbmm addmv mv dot vdot matmul linear _scaled_mm _int_mm
+    convolution _convolution convolution_overrideable cudnn_convolution cudnn_convolution_transpose
+    miopen_convolution mkldnn_convolution _slow_conv2d_forward slow_conv3d_forward slow_conv_transpose2d
+    slow_conv_transpose3d _nnpack_spatial_convolution thnn_conv2d slow_conv_dilated2d slow_conv_dilated3d
+    conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+    max_pool1d max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d
+    adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d _adaptive_avg_pool2d _adaptive_avg_pool3d
+    adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d mkldnn_max_pool2d
+    cumsum cumprod cummax cummin logcumsumexp _cummax_helper _cummin_helper
+    upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_bilinear2d upsample_bicubic2d
+    upsample_linear1d upsample_trilinear3d _upsample_nearest_exact2d _upsample_bilinear2d_aa
+    """.split()
+)
+# A nominal model of the work an op does, in seconds, so that bytes and FLOPs add up (an H200's copy bandwidth
+# and dense peak): only ratios of such times are used, never absolute ones.
+NOMINAL_BYTES_PER_S, NOMINAL_FLOPS_PER_S = 4.3e12, 495e12
 
 
 class LaunchCounter:
     """Counts launches of Triton kernels (compiled or interpreted), per kernel name.
 
-    It wraps `run` on Triton's kernel classes, the one method every launch goes through (autotuned ones too).
+    It wraps `run` on Triton's kernel classes, the one method every launch goes through (autotuned ones too). A
+    second total lives in a closure cell no attribute reaches: `tampered()` says whether the two disagree.
     """
 
     def __init__(self, source_file: str | None = None) -> None:
         self.source_file = source_file
         self.counts: collections.Counter[str] = collections.Counter()
         self._installed: list[tuple[type, object]] = []
+        hidden = [0]
+
+        def bump() -> None:
+            hidden[0] += 1
+
+        self._bump, self._hidden = bump, (lambda: hidden[0])
 
     def install(self) -> None:
         from triton.runtime.interpreter import InterpretedFunction
@@ -63,6 +101,7 @@ class LaunchCounter:
         else:
             name = getattr(fn, "__name__", repr(kernel))
         self.counts[name] += 1
+        self._bump()
 
     def total(self) -> int:
         return sum(self.counts.values())
@@ -71,18 +110,24 @@ class LaunchCounter:
         """Launches of kernels defined in the candidate's own file."""
         return sum(n for name, n in self.counts.items() if "." not in name)
 
+    def tampered(self) -> bool:
+        """True when the per-name counts no longer add up to the launches actually seen."""
+        return self.total() != self._hidden()
 
-class OpRecorder(TorchDispatchMode):
-    """Records the aten compute ops (by packet name) that run while it is active.
 
-    torch wraps a mode's `__torch_dispatch__` in its lazy dynamo-disable, whose first call imports torch._dynamo:
-    seconds on a cold host, on the critical path of every fresh worker. This mode never runs under torch.compile's
-    tracing, so it opts out (`_should_skip_dynamo`; torch versions without the hook never wrapped it).
-    """
+class _Recorder(TorchDispatchMode):
+    """Base for our dispatch modes. torch wraps a mode's `__torch_dispatch__` in its lazy dynamo-disable, whose
+    first call imports torch._dynamo: seconds on a cold host, on the critical path of every fresh worker. These
+    modes never run under torch.compile's tracing, so they opt out (`_should_skip_dynamo`; torch versions without
+    the hook never wrapped it)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         return False
+
+
+class OpRecorder(_Recorder):
+    """Records the aten compute ops (by packet name) that run while it is active."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -95,9 +140,79 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _namespaces() -> dict[str, object]:
-    import builtins
+def _tensor_bytes(value: Any) -> int:
+    """Bytes a tensor's elements occupy (an expanded view counts its storage, not its broadcast size)."""
+    nbytes = value.numel() * value.element_size()
+    try:
+        return min(nbytes, value.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):  # meta tensors, sparse ones
+        return nbytes
 
+
+class Work:
+    """What torch computed under a `WorkRecorder`: compute ops by name, and their bytes and FLOPs split into
+    library ops (GEMMs, convolutions) and everything else, plus the bytes copied from the GPU to the host."""
+
+    __slots__ = ("ops", "library_bytes", "library_flops", "other_bytes", "other_flops", "to_host_bytes", "calls")
+
+    def __init__(self) -> None:
+        self.ops: collections.Counter[str] = collections.Counter()
+        self.library_bytes = self.library_flops = self.other_bytes = self.other_flops = self.to_host_bytes = 0
+        self.calls = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ops": dict(self.ops), "library_bytes": self.library_bytes, "library_flops": self.library_flops,
+                "other_bytes": self.other_bytes, "other_flops": self.other_flops, "to_host_bytes": self.to_host_bytes,
+                "calls": self.calls}
+
+
+def work_seconds(nbytes: float, flops: float) -> float:
+    """The nominal time of `nbytes` moved and `flops` computed (for shares of work, never shown as a time)."""
+    return nbytes / NOMINAL_BYTES_PER_S + flops / NOMINAL_FLOPS_PER_S
+
+
+class WorkRecorder(_Recorder):
+    """Records the work torch does while active: every compute op with the bytes it touches and, for the ops
+    torch's FLOP counter knows (GEMMs, convolutions, attention), its FLOPs. Memory moves, views and allocations
+    are free; a copy from the GPU to the host is counted apart (work moved off the device)."""
+
+    def __init__(self, work: Work | None = None) -> None:
+        super().__init__()
+        from torch.utils.flop_counter import flop_registry
+
+        self.work = work or Work()
+        self._flops = flop_registry
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        name = packet.__name__
+        work = self.work
+        if name in NON_COMPUTE_OPS:
+            if name in ("_to_copy", "copy_", "copy", "to") and out is not None:
+                self._to_host(args, out)
+            return out
+        work.ops[name] += 1
+        nbytes = sum(_tensor_bytes(t) for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor))
+        counter = self._flops.get(packet)
+        flops = int(counter(*args, **kwargs, out_val=out)) if counter is not None else 0
+        if name in LIBRARY_OPS:
+            work.library_bytes += nbytes
+            work.library_flops += flops
+        else:
+            work.other_bytes += nbytes
+            work.other_flops += flops
+        return out
+
+    def _to_host(self, args, out) -> None:
+        sources = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor) and t.is_cuda]
+        targets = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and not t.is_cuda]
+        if sources and targets:
+            self.work.to_host_bytes += sum(_tensor_bytes(t) for t in targets)
+
+
+def _namespaces() -> dict[str, object]:
     import torch.nn.functional as F
     import triton
     import triton.runtime.jit
@@ -119,6 +234,33 @@ def _namespaces() -> dict[str, object]:
     return spaces
 
 
+def judge_spaces() -> dict[str, object]:
+    """The judge's own modules loaded in this process and the classes they define, the modules the worker still
+    calls once candidate code has run (json, os, socket...), and Triton's launch and autotune classes."""
+    import json
+    import math
+    import os
+    import socket
+    import statistics
+
+    from torch.utils import _python_dispatch
+    from triton.runtime import autotuner, interpreter
+
+    spaces: dict[str, object] = {}
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == "pipeline" or name.startswith("pipeline.")):
+            spaces[name] = module
+            for attr, value in list(vars(module).items()):
+                if isinstance(value, type) and value.__module__ == name:
+                    spaces[f"{name}.{attr}"] = value
+    for module in (json, math, os, os.path, socket, statistics, threading, collections, _python_dispatch):
+        spaces.setdefault(module.__name__, module)
+    spaces.update({"threading.Thread": threading.Thread, "socket.socket": socket.socket,
+                   "triton.runtime.autotuner.Autotuner": autotuner.Autotuner,
+                   "triton.runtime.interpreter.InterpretedFunction": interpreter.InterpretedFunction})
+    return spaces
+
+
 def numeric_settings() -> dict[str, object]:
     """Process-wide precision switches; a candidate must not flip them (TF32 passes for fp32 only by luck)."""
     return {
@@ -135,29 +277,54 @@ def hold_fp32_to_fp32() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
+# Module state of the judge's that changes by design while a job runs (a calibration, a driver handle).
+_JUDGE_STATE = frozenset({"pipeline.judge.timing._spin_cycles_per_ms", "pipeline.judge.devicemem._driver"})
+
+
+def _snapshot_checker(spaces: dict[str, object], every_value: frozenset[str] = frozenset()) -> Callable[[], list[str]]:
+    """A function that names every callable of `spaces` replaced or deleted since now (every value, for the spaces
+    named in `every_value`). Its state lives in closure cells, and the builtins it uses are bound here: a candidate
+    that patches `vars` or this module changes nothing it reads."""
+    _vars, _list, _callable, _sorted = vars, list, callable, sorted
+    live = {key: _vars(space) for key, space in spaces.items()}  # a module's dict, a class's live mappingproxy
+    before = {key: {n: v for n, v in _list(ns.items()) if (key in every_value or _callable(v)) and f"{key}.{n}" not in _JUDGE_STATE}
+              for key, ns in live.items()}
+    wrapped = _dynamo_wrapped
+
+    def changes() -> list[str]:
+        changed = []
+        for key, names in before.items():
+            now = live[key]
+            for name, value in names.items():
+                current = now.get(name)
+                if current is not value and not wrapped(f"{key}.{name}", value, current):
+                    changed.append(f"{key}.{name}")
+        return _sorted(changed)
+
+    return changes
+
+
 class NamespaceSnapshot:
     """The callables of the modules and classes a judge relies on, and the precision switches, to tell later
-    whether any were replaced or flipped."""
+    whether any were replaced or flipped. `judge=True` adds egg's own modules and what the worker calls after a
+    candidate's code has run (`judge_spaces`)."""
 
-    def __init__(self) -> None:
-        self._before = {key: self._callables(space) for key, space in _namespaces().items()}
+    def __init__(self, judge: bool = False) -> None:
+        spaces = _namespaces()
+        own: frozenset[str] = frozenset()
+        if judge:
+            extra = judge_spaces()
+            spaces.update(extra)
+            own = frozenset(k for k in extra if k.startswith("pipeline"))
+        self._changes = _snapshot_checker(spaces, own)
         self._settings = numeric_settings()
 
-    @staticmethod
-    def _callables(space: object) -> dict[str, object]:
-        # The objects themselves are kept (not their ids), so a replaced one cannot be mistaken for a new one.
-        return {name: value for name, value in list(vars(space).items()) if callable(value)}
-
     def changes(self) -> list[str]:
-        """Dotted names whose object is no longer the one seen at the snapshot (replaced or deleted)."""
-        changed = []
-        for key, space in _namespaces().items():
-            now = vars(space)
-            for name, value in self._before.get(key, {}).items():
-                if now.get(name) is not value and not _dynamo_wrapped(f"{key}.{name}", value, now.get(name)):
-                    changed.append(f"{key}.{name}")
+        """Dotted names whose object is no longer the one seen at the snapshot (replaced or deleted), and flipped
+        precision switches."""
+        changed = self._changes()
         changed += [f"{name} (now {value})" for name, value in numeric_settings().items() if value != self._settings[name]]
-        return sorted(changed)
+        return changed
 
 
 _LAZY_DISABLE_CODE = torch._disable_dynamo(lambda: None).__code__  # the wrapper's code; making one imports nothing
@@ -174,10 +341,42 @@ def _dynamo_wrapped(name: str, before: object, now: object) -> bool:
     return "fn" in cells and cells["fn"].cell_contents is before
 
 
+class _RefuseJudgeImports:
+    """A meta path finder: once the judge's modules are out of `sys.modules`, importing them again is refused."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pipeline" or name.startswith("pipeline."):
+            raise ImportError(f"{name} is egg's judge: a candidate cannot import it")
+        return None
+
+
+def blind_judge_modules() -> None:
+    """Take egg's modules out of `sys.modules` and refuse to import them again: the worker keeps its own
+    references, and a candidate finds neither the judge's objects nor a way to load them."""
+    for name in [n for n in sys.modules if n == "pipeline" or n.startswith("pipeline.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _RefuseJudgeImports())
+
+
+def interpreter_autotune() -> None:
+    """Under Triton's interpreter an autotuned kernel cannot benchmark ("0 active drivers"): each config is given
+    the same time, so the first one is chosen (speed means nothing there), unless the candidate brought a
+    benchmarker of its own (`do_bench=`)."""
+    from triton.runtime.autotuner import Autotuner
+
+    def do_bench(self):
+        return self._do_bench or (lambda kernel_call, quantiles: [0.0] * len(quantiles))
+
+    Autotuner.do_bench = property(do_bench)
+
+
 def warm_up(device: torch.device) -> None:
     """Run the probes once on a trivial op, so torch's first-use work (dispatch tables, a device's first kernel) is
     done before the snapshot and before the clock, not inside a candidate's first call."""
     with OpRecorder():
+        (torch.ones(2, device=device) + 1).sum()
+    with WorkRecorder():
         (torch.ones(2, device=device) + 1).sum()
     if device.type == "cuda":
         torch.cuda.synchronize()

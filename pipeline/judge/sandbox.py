@@ -15,6 +15,7 @@ import queue
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,15 +23,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pipeline
 from pipeline.judge import channel, isolation
+from pipeline.judge.channel import CALL_NAME, COMPILE_PHASES, MAX_MESSAGES, PHASES
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
-COMPILE_PHASES = ("", "isolation", "cuda_init", "setup", "import", "construct", "first_call")
-WAIT_PHASES = ("wait_plan", "wait_go")  # waiting for the judge (its plan; the device to itself): no timeout runs
 LOG_TAIL_CHARS = 4000
+MAX_RESULT_BYTES = 32 << 20  # a result.json larger than this is not a worker's
+MAX_REGION_BYTES = 1 << 40
 SHM_MIN_FREE_BYTES = 32 << 30
 
 
@@ -99,8 +101,9 @@ def default_cache_root() -> Path:
 
 @dataclass(frozen=True)
 class JobOutcome:
-    """How a job ended: its result (if it wrote one), exit code, timeout phase, log tail, and the GPU memory it
-    handed over (`regions`: id -> (descriptor, size); the receiver opens or closes them)."""
+    """How a job ended: its result (if it wrote one it could be read), exit code, timeout phase, the last phase it
+    reported, its log tail, and what the judge saw on its channel: protocol violations (`tampering`), outputs that
+    could not be read (`output_errors`), and its clock marks on the judge's clock (`marks`, seconds)."""
 
     result: dict[str, Any] | None
     returncode: int | None
@@ -109,31 +112,57 @@ class JobOutcome:
     log_tail: str
     workdir: Path
     duration_s: float
-    regions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    tampering: tuple[str, ...] = ()
+    output_errors: dict[str, str] = field(default_factory=dict)
+    marks: dict[str, float] = field(default_factory=dict)
+    result_error: str = ""  # why a result.json that exists could not be taken
 
-    def close_regions(self) -> None:
-        for fd, _ in self.regions.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.regions.clear()
+
+@dataclass
+class Handlers:
+    """What the judge does with a job's messages: `check(call, specs)` says why outputs may not be taken ('' when
+    they may), `outputs(call, tensors)` takes them, `sample(call)` answers a request for a call's subsample (None:
+    a request the job had no business making)."""
+
+    check: Callable[[str, list], str] = lambda call, specs: ""
+    outputs: Callable[[str, list], None] = lambda call, tensors: None
+    sample: Callable[[str], dict | None] = lambda call: None
 
 
 class Job:
-    """One running job: its timeouts are watched and its channel read on two threads of this process."""
+    """One running job: its timeouts are watched on this process's clock, and its channel read, on two threads.
 
-    def __init__(self, pool: WorkerPool, workdir: Path, compile_timeout_s: float, run_timeout_s: float) -> None:
+    Everything the job sends is checked against the protocol (pipeline.judge.worker's phases in order, outputs of
+    known calls once each, requests the judge expects); anything else is recorded as tampering, never obeyed. The
+    time the job spends waiting for the judge (for `start`, `inputs`, `go`) does not count against its timeouts,
+    and that time is measured here: from its report that it waits to the moment this side sends the message, so a
+    job cannot stretch its own limits."""
+
+    def __init__(self, pool: WorkerPool, workdir: Path, compile_timeout_s: float, run_timeout_s: float,
+                 handlers: Handlers | None = None) -> None:
         self.pool, self.workdir = pool, workdir
         self.job_id = workdir.name
         self.compile_timeout_s, self.run_timeout_s = compile_timeout_s, run_timeout_s
+        self.handlers = handlers or Handlers()
         self.events: queue.Queue = queue.Queue()
         self.listener = channel.Listener(workdir)
         self.connection: channel.Connection | None = None
         self.connected = threading.Event()
         self.exited = threading.Event()
-        self.regions: dict[int, tuple[int, int]] = {}
         self.started = time.monotonic()
+        self.phase = ""
+        self.tampering: list[str] = []
+        self.output_errors: dict[str, str] = {}
+        self.marks: dict[str, float] = {}
+        self._kept: set[str] = set()
+        self._messages = 0
+        self._state = threading.Lock()
+        self._sent: dict[str, float] = {}
+        self._pending: dict[str, dict] = {}  # messages to send when the job reaches a phase (`send_when`)
+        self._waits: dict[str, float] = {}  # a wait the job reported and this side has not yet ended: since when
+        self._waited = 0.0
+        self._run_started: float | None = None
+        self._waited_at_run = 0.0
         self._exit: tuple[int | None, str | None] = (None, None)
         self._error: BaseException | None = None
         self._threads = [threading.Thread(target=self._watch_guarded, daemon=True), threading.Thread(target=self._read_channel, daemon=True)]
@@ -149,11 +178,28 @@ class Job:
         while not self.connected.wait(0.05):
             if self.exited.is_set():
                 return False
+        with self._state:
+            kind = message.get("type", "")
+            now = time.monotonic()
+            self._sent.setdefault(kind, now)
+            since = self._waits.pop(kind, None)
+            if since is not None:
+                self._waited += now - since
         try:
             self.connection.send(message)
             return True
         except channel.ChannelClosed:
             return False
+
+    def send_when(self, phase: str, message: dict) -> None:
+        """Send `message` once the job reports `phase` (at once if it has already), never before: what the job
+        learns, it learns when it needs it."""
+        with self._state:
+            reached = self.phase and PHASES.index(self.phase) >= PHASES.index(phase)
+            if not reached:
+                self._pending[phase] = message
+                return
+        self.send(message)
 
     def _read_channel(self) -> None:
         while self.connection is None:
@@ -170,21 +216,116 @@ class Job:
         while True:
             try:
                 message, fds = self.connection.receive()
-            except (channel.ChannelClosed, TimeoutError):
+            except (channel.ChannelClosed, TimeoutError) as exc:
+                if "not JSON" in str(exc) or "not a JSON object" in str(exc):
+                    self._tamper(f"the job sent the judge {exc}")
                 break
-            self._take(message, fds)
+            try:
+                self._take(message, fds)
+            except Exception as exc:  # the judge's own fault: never a dead reader and a hung job
+                self.output_errors.setdefault("judge", f"{type(exc).__name__}: {exc}")
+            finally:
+                for fd in fds:
+                    _close(fd)
         self.connection.close()
 
+    def _tamper(self, what: str) -> None:
+        if len(self.tampering) < 20:
+            self.tampering.append(what)
+
     def _take(self, message: dict, fds: list[int]) -> None:
-        region = message.get("id")
-        if message.get("type") == "region" and len(fds) == 1 and isinstance(region, int) and isinstance(message.get("size"), int):
-            old = self.regions.pop(region, None)
-            if old is not None:
-                os.close(old[0])
-            self.regions[region] = (fds[0], message["size"])
+        self._messages += 1
+        if self._messages > MAX_MESSAGES:
+            if self._messages == MAX_MESSAGES + 1:
+                self._tamper(f"more than {MAX_MESSAGES} messages on the channel")
             return
-        for fd in fds:  # anything else is not ours to keep
-            os.close(fd)
+        kind = message.get("type")
+        if kind == "phase":
+            self._phase(message.get("name"))
+        elif kind == "outputs":
+            self._outputs(message, fds)
+        elif kind == "sample":
+            self._sample(message.get("call"))
+        elif kind == "clock":
+            self._clock(message.get("mark"))
+        else:
+            self._tamper(f"an unexpected message of type {str(kind)[:40]!r} on the channel")
+
+    def _phase(self, name: object) -> None:
+        now = time.monotonic()
+        if not isinstance(name, str) or name not in PHASES:
+            self._tamper(f"an unknown phase {str(name)[:40]!r}")
+            return
+        if self.phase and PHASES.index(name) < PHASES.index(self.phase):
+            self._tamper(f"phase {name} reported after {self.phase}")
+            return
+        with self._state:
+            self.phase = name
+            if name.startswith("wait_") and name[5:] not in self._sent:
+                self._waits[name[5:]] = now
+            if name not in COMPILE_PHASES and self._run_started is None:
+                self._run_started = now
+                self._waited_at_run = self._waited + sum(now - since for since in self._waits.values())
+            due = [self._pending.pop(p) for p in list(self._pending) if PHASES.index(p) <= PHASES.index(name)]
+        for message in due:
+            self.send(message)
+
+    def _outputs(self, message: dict, fds: list[int]) -> None:
+        from pipeline.judge import devicemem
+        from pipeline.judge.tensorfile import OutputError, tensor_specs
+
+        call = message.get("call")
+        if not isinstance(call, str) or not CALL_NAME.match(call) or call in self._kept:
+            self._tamper(f"outputs of {str(call)[:40]!r} that the judge did not expect")
+            return
+        self._kept.add(call)
+        try:
+            specs = tensor_specs(message)
+            refused = self.handlers.check(call, [(d, s) for d, s, _ in specs])
+            if refused:
+                self._tamper(refused)
+                return
+            tensors = self._materialize(call, message, specs, fds)
+        except OutputError as exc:
+            self.output_errors[call] = str(exc)
+            return
+        except devicemem.DeviceMemoryError as exc:
+            self.output_errors[call] = f"outputs handed over on the GPU could not be mapped here: {exc}"
+            return
+        self.handlers.outputs(call, tensors)
+
+    def _materialize(self, call: str, message: dict, specs: list, fds: list[int]) -> list:
+        from pipeline.judge import devicemem
+        from pipeline.judge.tensorfile import OutputError, read_file, read_region
+
+        if self.pool.device != "cuda" or not specs or all(offset is None for _, _, offset in specs):
+            if fds:
+                raise OutputError("descriptors came with outputs sent as files")
+            return [read_file(self.workdir, call, i, dtype, shape) for i, (dtype, shape, _) in enumerate(specs)]
+        size = message.get("size")
+        if len(fds) != 1 or not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_REGION_BYTES:
+            raise OutputError("GPU outputs need one descriptor and a size")
+        fd = os.dup(fds[0])
+        region = devicemem.open_region(fd, size)  # closes fd
+        if any(offset is None for _, _, offset in specs):
+            raise OutputError("GPU outputs with a tensor that has no offset")
+        return [read_region(region, dtype, shape, offset) for dtype, shape, offset in specs]
+
+    def _sample(self, call: object) -> None:
+        answer = self.handlers.sample(call) if isinstance(call, str) else None
+        if answer is None:
+            self._tamper(f"a request for the subsample of {str(call)[:40]!r}")
+            return
+        try:
+            self.connection.send({"type": "sample", "call": call, **answer})
+        except channel.ChannelClosed:
+            pass
+
+    def _clock(self, mark: object) -> None:
+        if not isinstance(mark, str) or len(mark) > 64 or mark in self.marks or len(self.marks) >= 16:
+            self._tamper(f"a clock mark {str(mark)[:40]!r} the judge did not expect")
+            return
+        self.marks[mark] = time.monotonic()
 
     # timeouts -----------------------------------------------------------------------------------------------------
 
@@ -196,8 +337,13 @@ class Job:
         finally:
             self.exited.set()
 
+    def waited_s(self, now: float) -> float:
+        """Seconds the job has spent waiting for this side (ended waits, and the one going on)."""
+        with self._state:
+            return self._waited + sum(now - since for since in self._waits.values())
+
     def _watch(self) -> tuple[int | None, str | None]:
-        pid, run_started, waited, last = None, None, 0.0, time.monotonic()
+        pid = None
         while True:
             try:
                 event = self.events.get(timeout=0.05)
@@ -211,18 +357,16 @@ class Job:
                 elif event["event"] == "server_died":
                     raise InfraError("the worker server died")
             now = time.monotonic()
-            phase = _read_phase(self.workdir)
-            if phase in WAIT_PHASES:
-                waited += now - last
-            last = now
-            in_compile = run_started is None and (phase in COMPILE_PHASES or phase in WAIT_PHASES)
-            if not in_compile and run_started is None:
-                run_started, waited = now, 0.0
-            overdue = (now - self.started - waited > self.compile_timeout_s) if in_compile else (now - run_started - waited > self.run_timeout_s)
+            waited = self.waited_s(now)
+            run_started = self._run_started
+            if run_started is None:
+                overdue, which = now - self.started - waited > self.compile_timeout_s, "compile"
+            else:  # waits before the run began were the compile phase's
+                overdue, which = now - run_started - (waited - self._waited_at_run) > self.run_timeout_s, "run"
             if overdue and pid is not None:
                 _kill_group(pid)
                 self._wait_exit()
-                return None, "compile" if in_compile else "run"
+                return None, which
 
     def _wait_exit(self, timeout_s: float = 10.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -244,19 +388,54 @@ class Job:
             thread.join()
         self.pool._forget(self.job_id)
         if self._error is not None:
-            for fd, _ in self.regions.values():
-                os.close(fd)
             raise self._error if isinstance(self._error, InfraError) else InfraError(str(self._error))
         returncode, timed_out = self._exit
-        result_path = self.workdir / "result.json"
-        result = None
-        if result_path.exists() and returncode == 0:
-            try:
-                result = json.loads(result_path.read_text())
-            except ValueError:
-                result = None
-        return JobOutcome(result, returncode, timed_out, _read_phase(self.workdir), _tail(self.workdir / "log.txt"), self.workdir,
-                          time.monotonic() - self.started, dict(self.regions))
+        result, error = None, ""
+        if returncode == 0:
+            result, error = read_result(self.workdir / "result.json")
+        return JobOutcome(result, returncode, timed_out, self.phase, _tail(self.workdir / "log.txt"), self.workdir,
+                          time.monotonic() - self.started, tuple(self.tampering), dict(self.output_errors), dict(self.marks), error)
+
+
+def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A job's result.json, read without following a link or blocking, at most MAX_RESULT_BYTES: (result, '') or
+    (None, why not)."""
+    try:
+        data = _read_plain(path, MAX_RESULT_BYTES)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"result.json could not be read: {exc}"
+    try:
+        result = json.loads(data)
+    except ValueError as exc:
+        return None, f"result.json is not JSON: {exc}"
+    if not isinstance(result, dict):
+        return None, "result.json is not a JSON object"
+    return result, ""
+
+
+def _read_plain(path: Path, limit: int, *, tail: bool = False) -> bytes:
+    """At most `limit` bytes of a regular file (its last ones with `tail`), never following a link or blocking on
+    a FIFO; OSError for anything that is not a plain file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a plain file")
+        if info.st_size > limit and not tail:
+            raise OSError(f"{path.name} is larger than {limit} bytes")
+        start = max(0, info.st_size - limit)
+        return os.pread(fd, limit, start)
+    finally:
+        os.close(fd)
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 class WorkerPool:
@@ -359,11 +538,12 @@ class WorkerPool:
         return path
 
     def start(self, spec: dict[str, Any], workdir: Path, *, compile_timeout_s: float, run_timeout_s: float,
-              read_only: tuple[str, ...] = (), cache_key: str = "shared") -> Job:
+              read_only: tuple[str, ...] = (), cache_key: str = "shared", handlers: Handlers | None = None) -> Job:
         """Start one job in a fresh child. `read_only`: the files it reads besides Python and egg (the problem, the
-        candidate); `cache_key`: whose compile caches it may write (one candidate's, one problem's)."""
+        candidate); `cache_key`: whose compile caches it may write (one candidate's, one problem's); `handlers`:
+        what to do with its outputs and requests as they come."""
         (workdir / "spec.json").write_text(json.dumps(spec))
-        job = Job(self, workdir, compile_timeout_s, run_timeout_s)
+        job = Job(self, workdir, compile_timeout_s, run_timeout_s, handlers)
         try:
             server = self._ensure_server()
             request = {"job_id": job.job_id, "spec_path": str(workdir / "spec.json"), "log_path": str(workdir / "log.txt"),
@@ -436,16 +616,11 @@ def _kill_group(pid: int) -> None:
             continue
 
 
-def _read_phase(workdir: Path) -> str:
-    try:
-        return (workdir / "phase").read_text().strip()
-    except FileNotFoundError:
-        return ""
-
-
 def _tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
+    """The last `limit` bytes of a job's log, read without loading the file (a job can print gigabytes) and
+    without following a link or blocking."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = _read_plain(path, limit, tail=True)
+    except OSError:
         return ""
-    return data[-limit:].decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors="replace")

@@ -3,12 +3,14 @@
 Imports: torch, triton, numpy and the standard library only (and egg modules that keep to the same rule), so it
 starts fast and runs on the GPU machine's image as is.
 
-The child reports through files in its working folder: `phase` (what it is doing now, so the parent can apply the
-compile and run timeouts), `result.json` (facts for the verdict) and the outputs it produced (`tensorfile`: on a
-GPU, device memory handed to the judge over the job's channel as each call returns; otherwise one raw file per
-tensor; `outputs.json` names them). A candidate job waits on the channel for its plan (the input sets, known once
-the reference is ready and the static audit has passed) before it imports the candidate. Verdicts are made by the
-parent: this process only observes, since a candidate can change anything in it.
+The child talks to the judge over the job's channel only (pipeline.judge.channel): it reports each phase as it
+enters it (the judge's own clock applies the timeouts), hands over each kept call's outputs as it returns
+(pipeline.judge.tensorfile), asks for a call's subsample offset only once the call has returned, and marks the
+start and end of its timed trials. At the end it writes `result.json`, facts the judge treats as claims. A
+candidate job imports the candidate only once the judge says the static audit passed (`start`), learns the
+inputs of its checked calls only once it is constructed (`inputs`) and those of its timed calls only once its
+checked calls are done (`go`): no candidate code can know an input before it is called with it. Verdicts are made
+by the parent: this process only observes, since a candidate can change anything in it.
 """
 
 from __future__ import annotations
@@ -21,18 +23,24 @@ import platform
 import sys
 import time
 import traceback
-from contextlib import nullcontext
 from typing import Any
 
 import torch
 
 from pipeline.judge import channel, timing
 from pipeline.judge.compare import subsample
-from pipeline.judge.probes import LaunchCounter, NamespaceSnapshot, OpRecorder, hold_fp32_to_fp32, live_threads, warm_up
-from pipeline.judge.tensorfile import DeviceOutputs, OutputFiles
-
-PLAN_KEYS = ("input_sets", "timed_sets", "poison", "sample")
-
+from pipeline.judge.probes import (
+    LaunchCounter,
+    NamespaceSnapshot,
+    Work,
+    WorkRecorder,
+    blind_judge_modules,
+    hold_fp32_to_fp32,
+    interpreter_autotune,
+    live_threads,
+    warm_up,
+)
+from pipeline.judge.tensorfile import OutputSink
 
 class JobFailure(Exception):
     """Ends a job with a status (compile_error, runtime_error, banned, infra_error) and a message."""
@@ -43,7 +51,7 @@ class JobFailure(Exception):
 
 
 class Job:
-    """One job's spec, working folder and phase file."""
+    """One job's spec, working folder and channel to the judge."""
 
     def __init__(self, spec_path: str) -> None:
         with open(spec_path) as f:
@@ -62,27 +70,10 @@ class Job:
             print(f"[egg worker] no channel to the judge: {exc}", flush=True)
             self.channel = None
 
-    def await_plan(self) -> None:
-        """Wait for the judge's plan (input sets, poison, subsample) unless the spec already holds it."""
-        if all(key in self.spec for key in PLAN_KEYS):
-            return
-        if self.channel is None:
-            raise JobFailure("infra_error", "the spec holds no plan and the judge offers no channel")
-        self.phase("wait_plan")
-        message = self._receive("plan", "sending the plan")
-        self.spec.update({key: message[key] for key in PLAN_KEYS})
-        self.spec["await_go"] = bool(message.get("await_go"))
-
-    def await_go(self) -> None:
-        """Wait until the judge says the device is ours alone (a plan sent while the reference still ran on it)."""
-        if not self.spec.get("await_go"):
-            return
-        self.phase("wait_go")
-        self._receive("go", "the timing")
-        self.spec["await_go"] = False
-
-    def _receive(self, kind: str, before: str) -> dict[str, Any]:
+    def receive(self, kind: str, before: str) -> dict[str, Any]:
         """The judge's next message, which must be of type `kind` (descriptors sent with it are closed)."""
+        if self.channel is None:
+            raise JobFailure("infra_error", f"no channel to the judge for {before}")
         try:
             message, fds = self.channel.receive()
         except channel.ChannelClosed as exc:
@@ -93,19 +84,34 @@ class Job:
             raise JobFailure("infra_error", f"expected {kind}, got a {message.get('type')!r} message")
         return message
 
-    def outputs(self) -> OutputFiles:
-        """Where kept outputs go: exported device memory on a GPU with a channel, files otherwise."""
-        if self.device.type == "cuda" and self.channel is not None:
-            return DeviceOutputs(self.dir, self.channel)
-        return OutputFiles(self.dir)
+    def wait_for(self, kind: str, before: str) -> dict[str, Any]:
+        """Tell the judge we wait for its `kind` message (the wait is on the judge's clock, not ours), and take it."""
+        self.phase(f"wait_{kind}")
+        return self.receive(kind, before)
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.channel is not None:
+            try:
+                self.channel.send(message)
+            except channel.ChannelClosed as exc:
+                raise JobFailure("infra_error", f"the judge closed the channel: {exc}")
+
+    def sample(self, call: str) -> dict[str, int]:
+        """The subsample of `call`'s outputs the judge compares, asked for once the call has returned."""
+        self.send({"type": "sample", "call": call})
+        message = self.receive("sample", f"the sample of call {call}")
+        return {k: int(message[k]) for k in ("min_numel", "elements", "offset")}
+
+    def outputs(self) -> OutputSink:
+        return OutputSink(self.dir, self.channel, self.device)
 
     def phase(self, name: str) -> None:
         self.phase_starts.append((name, time.monotonic()))
         print(f"[egg worker] phase: {name}", flush=True)
-        tmp = os.path.join(self.dir, "phase.tmp")
-        with open(tmp, "w") as f:
-            f.write(name)
-        os.replace(tmp, os.path.join(self.dir, "phase"))
+        self.send({"type": "phase", "name": name})
+
+    def mark(self, name: str) -> None:
+        self.send({"type": "clock", "mark": name})
 
     def phase_seconds(self) -> dict[str, float]:
         """How long each phase took (the last one runs to now)."""
@@ -140,16 +146,19 @@ def prepare(job: Job, trusted_cache: str | None = None) -> None:
 def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | None = None) -> int:
     """Run one job and write its result. Returns the process exit code (0 when a result was written)."""
     job = job or Job(spec_path)
+    if job.channel is None:
+        job.connect()
     result: dict[str, Any] = {"kind": job.spec["kind"], "isolation": isolation or {}}
     try:
         job.phase("setup")
-        job.connect()
         hold_fp32_to_fp32()
         if job.spec["kind"] == "reference":
             try:
                 ReferenceRun(job, result).run()
+            except JobFailure:
+                raise
             except Exception as exc:  # the problem's own code failed: reported, never blamed on a candidate
-                raise JobFailure("infra_error", f"the reference raised {type(exc).__name__}: {exc}", traceback.format_exc())
+                raise JobFailure("infra_error", _reference_failure(exc), traceback.format_exc())
         else:
             CandidateRun(job, result).run()
         job.phase("done")
@@ -160,6 +169,12 @@ def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | 
     if job.channel is not None:
         job.channel.close()
     return 0
+
+
+def _reference_failure(exc: Exception) -> str:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return f"the reference ran out of device memory: the problem does not fit this GPU as judged ({exc})"
+    return f"the reference raised {type(exc).__name__}: {exc}"
 
 
 # Inputs -----------------------------------------------------------------------------------------------------------
@@ -182,24 +197,27 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 
 def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> list[Any]:
-    """The inputs of one named set: `get_inputs()` under the set's seed, made signed for a `signed` set.
+    """The inputs of one named set: `get_inputs()` under the set's seed, then its transform: `signed` draws
+    standard normal values instead, `scaled` multiplies by the set's `scale` (floating inputs only).
 
     Tensors are created on the device itself (torch's default device is set while `get_inputs()` runs): the
     device's generator is seeded too, so every process draws the same values, and a GiB of inputs costs
     milliseconds instead of seconds of CPU time.
     """
     torch.manual_seed(input_set["seed"])
+    transform = input_set.get("transform") or ("signed" if input_set.get("signed") else "")
     with device:
         inputs = list(get_inputs())
-        if input_set.get("signed"):
+        if transform == "signed":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 1)
-            inputs = [
-                torch.randn(v.shape, generator=gen, device=device).to(v.dtype)
-                if isinstance(v, torch.Tensor) and v.is_floating_point()
-                else v
-                for v in inputs
-            ]
+            inputs = [torch.randn(v.shape, generator=gen, device=device).to(v.dtype) if _floating(v) else v for v in inputs]
+        elif transform == "scaled":
+            inputs = [v * input_set["scale"] if _floating(v) else v for v in inputs]
     return to_device(inputs, device)
+
+
+def _floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
 def checksum(inputs: list[Any]) -> list[float | None]:
@@ -262,18 +280,24 @@ def environment(device: torch.device) -> dict[str, str]:
     return env
 
 
+def keep_subsampled(sink: OutputSink, name: str, items: list[Any], sample: dict[str, int] | None) -> None:
+    """Keep a call's plain tensors, subsampled when `sample` says so. type(t) is exact on purpose: a Tensor
+    subclass can compute lazily when the checker reads it."""
+    sink.keep(name, [subsample(t, sample) for t in items if type(t) is torch.Tensor])
+
+
 # The reference ----------------------------------------------------------------------------------------------------
 
 
 class ReferenceRun:
-    """Runs the problem's Model on every input set, times the baselines, and records what a verdict needs."""
+    """Runs the problem's Model on every input set of the judge's draw, and in "full" mode records what a verdict
+    needs beyond the outputs: the work it does, its costs, its baselines and the calibration of the clocks."""
 
     def __init__(self, job: Job, result: dict[str, Any]) -> None:
         self.job, self.result = job, result
         self.outputs = job.outputs()
 
     def run(self) -> None:
-        """mode "full": outputs, costs and baselines; "outputs": the outputs alone (the rest is cached)."""
         job, spec = self.job, self.job.spec
         full = spec.get("mode", "full") == "full"
         self.result["environment"] = environment(job.device)
@@ -284,43 +308,47 @@ class ReferenceRun:
         model = problem.Model(*init).to(job.device)
         job.phase("reference")
         self.result["structure"], self.result["checksums"] = {}, {}
-        timed_inputs = []
-        for input_set in spec["input_sets"] + spec["timed_sets"]:
+        timed_inputs, work = [], Work()
+        for k, input_set in enumerate(spec["sets"]):
             inputs = make_inputs(problem.get_inputs, input_set, job.device)
             self.result["checksums"][input_set["name"]] = checksum(inputs)
+            recorder = WorkRecorder(work) if full and k == 0 else None
             with torch.no_grad():
-                out = model(*inputs)
+                if recorder is not None:
+                    with recorder:
+                        out = model(*inputs)
+                else:
+                    out = model(*inputs)
             job.sync()
-            self.record(input_set["name"], out)
-            if full and input_set in spec["timed_sets"]:
+            self.record(input_set, out)
+            if full and input_set["name"].startswith("timed_"):
                 timed_inputs.append(inputs)
-            del out
-        self.outputs.finish()
-        self.result["output_transport"] = _transport(self.outputs)
+            del out, inputs
+        self.result["output_transport"] = self.outputs.transport
         if not full:
             return
-        self.record_costs(model, make_inputs(problem.get_inputs, spec["input_sets"][0], job.device))
-        if job.device.type == "cuda" and job.options["timing"]:
+        self.result["work"] = work.to_json()
+        first = next(s for s in spec["sets"] if not s.get("transform"))
+        self.record_costs(model, make_inputs(problem.get_inputs, first, job.device))
+        if job.device.type == "cuda" and job.options["timing"] and timed_inputs:
             job.phase("baselines")
             self.time_baselines(model, timed_inputs)
 
-    def record(self, name: str, out: Any) -> None:
+    def record(self, input_set: dict[str, Any], out: Any) -> None:
         kind, items = flatten_output(out)
+        name = input_set["name"]
         self.result["structure"][name] = {"kind": kind, "tensors": [describe(t) for t in items if isinstance(t, torch.Tensor)]}
-        self.outputs.keep(name, [t for t in items if isinstance(t, torch.Tensor)])
+        keep_subsampled(self.outputs, name, items, input_set.get("sample"))
 
     def record_costs(self, model: torch.nn.Module, inputs: list[Any]) -> None:
         """Compute ops used, FLOPs and the fewest bytes any implementation must move (for the physical limit)."""
         from torch.utils.flop_counter import FlopCounterMode
 
-        recorder = OpRecorder()
-        with torch.no_grad(), recorder:
-            out = model(*inputs)
         flop_counter = FlopCounterMode(display=False)
         with torch.no_grad(), flop_counter:
-            model(*inputs)
+            out = model(*inputs)
         out_bytes = tensor_bytes(flatten_output(out)[1])
-        self.result["ops"] = sorted(recorder.ops)
+        self.result["ops"] = sorted(self.result["work"]["ops"])
         self.result["flops"] = int(flop_counter.get_total_flops())
         self.result["min_bytes"] = tensor_bytes(inputs) + model_bytes(model) + out_bytes
 
@@ -329,28 +357,34 @@ class ReferenceRun:
         buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
         flush = timing.L2Flush(opts["l2_flush_bytes"], job.device)
         self.result["copy_bandwidth_bytes_per_s"] = timing.copy_bandwidth_bytes_per_s(job.device, head_start_ms=opts["head_start_ms"], head_start_mode=opts["head_start_mode"])
-        baselines, errors = {}, {}
+        baselines, sums, errors = {}, {}, {}
         runners = {"eager": model}
         if "compile" in opts["baselines"]:
             runners["compile"] = torch.compile(model)
         for name, fn in runners.items():
             try:
                 with torch.no_grad():
-                    samples = time_model(fn, buffers, sets, opts, flush)
+                    samples = time_model(fn, buffers, sets, opts, flush, mark=lambda m, n=name: job.mark(f"{m}:{n}"))
                     baselines[name] = timing.summarize(samples.event_ms, samples.method)
+                    sums[name] = sample_sums(samples)
                     if opts.get("cuda_graph"):
                         graphed = timing.time_graph(lambda: fn(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
                         baselines[f"{name}_graph"] = timing.summarize(graphed.event_ms, graphed.method)
             except Exception as exc:  # a baseline that cannot run (torch.compile can fail) is reported, not fatal
                 errors[name] = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
-        self.result["baselines"], self.result["baseline_errors"] = baselines, errors
+        self.result["baselines"], self.result["baseline_sums"], self.result["baseline_errors"] = baselines, sums, errors
 
 
-def _transport(outputs: OutputFiles) -> str:
-    if isinstance(outputs, DeviceOutputs):
-        return f"files ({outputs.fallback})" if outputs.fallback else "device"
-    return "files"
+def sample_sums(samples: timing.Samples) -> dict[str, float]:
+    """Totals of a timed run's trials: what the parent's clock around them is checked against."""
+    return {"event_ms": sum(samples.event_ms), "launch_ms": sum(samples.launch_ms), "wall_ms": sum(samples.wall_ms),
+            "trials": len(samples.event_ms), "wall_gap_ms": _median_gap(samples)}
+
+
+def _median_gap(samples: timing.Samples) -> float:
+    gaps = sorted(w - e for w, e in zip(samples.wall_ms, samples.event_ms))
+    return gaps[len(gaps) // 2] if gaps else 0.0
 
 
 def load_set(buffers: list[Any], source: list[Any]) -> None:
@@ -360,7 +394,7 @@ def load_set(buffers: list[Any], source: list[Any]) -> None:
             dst.copy_(src)
 
 
-def time_model(fn, buffers, sets, opts, flush, on_output=None) -> timing.Samples:
+def time_model(fn, buffers, sets, opts, flush, on_output=None, mark=None) -> timing.Samples:
     return timing.time_calls(
         lambda: fn(*buffers),
         lambda i: load_set(buffers, sets[i % len(sets)]),
@@ -368,6 +402,7 @@ def time_model(fn, buffers, sets, opts, flush, on_output=None) -> timing.Samples
         trials=opts["timing_trials"],
         flush=flush,
         on_output=on_output,
+        mark=mark,
         **timing.timing_args(opts),
     )
 
@@ -389,31 +424,45 @@ class CandidateRun:
         self.outputs = job.outputs()
         self.calls: list[dict[str, Any]] = []
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
+        self.snapshot: NamespaceSnapshot | None = None
+        self.tampering: list[str] = []
 
     def run(self) -> None:
         job = self.job
         self.launches.install()
+        if job.device.type != "cuda":
+            interpreter_autotune()
         warm_up(job.device)
         if job.device.type == "cuda" and job.options["timing"]:
             timing.prepare_head_start(job.options["head_start_mode"])  # the judge's kernel, before the candidate's code
-        snapshot = NamespaceSnapshot()  # after our own probes, before any candidate code
         get_inputs, get_init_inputs = self.load_problem()
-        job.await_plan()
-        model = self.load_candidate(get_init_inputs)
-        self.result["checksums"] = {}
+        job.wait_for("start", "the static audit")
+        self.snapshot = NamespaceSnapshot(judge=True)  # after our own probes, before any candidate code
+        blind_judge_modules()
         self.threads_before = live_threads()
         try:
-            self.check_calls(model, get_inputs)
-            job.await_go()  # the reference's outputs may still be computed beside our calls: never beside the timing
+            model = self.load_candidate(get_init_inputs)
+            plan = job.wait_for("inputs", "the inputs")
+            job.spec["poison"] = plan["poison"]
+            self.check_calls(model, get_inputs, plan)
             if job.device.type == "cuda" and job.options["timing"]:
+                go = job.wait_for("go", "the timing")  # the device is ours alone from here
                 job.phase("timing")
-                self.time_candidate(model, get_inputs)
+                self.time_candidate(model, get_inputs, go["timed_sets"])
         finally:
             self.result["calls"] = self.calls
             self.result["kernels"] = dict(self.launches.counts)
-            self.result["tampering"] = snapshot.changes()
-            self.outputs.finish()
-            self.result["output_transport"] = _transport(self.outputs)
+            self.result["tampering"] = self.tampering + (self.snapshot.changes() if self.snapshot else [])
+            self.result["output_transport"] = self.outputs.transport
+
+    def verify(self, where: str) -> None:
+        """Stop at once if anything of the judge's, torch's or Triton's was replaced, or the launch count edited."""
+        changed = self.snapshot.changes()
+        if self.launches.tampered():
+            changed.append("the judge's launch counter")
+        if changed:
+            self.tampering.extend(changed)
+            raise JobFailure("banned", f"judge_integrity: replaced during {where}: {', '.join(changed)}")
 
     def load_problem(self):
         problem = load_module(self.job.spec["problem_path"], "egg_problem")
@@ -424,8 +473,10 @@ class CandidateRun:
     def load_candidate(self, get_init_inputs) -> torch.nn.Module:
         job = self.job
         job.phase("import")
+        construction = Work()
         try:
-            module = load_module(job.spec["candidate_path"], "egg_candidate")
+            with WorkRecorder(construction):
+                module = load_module(job.spec["candidate_path"], "egg_candidate")
         except Exception as exc:
             raise JobFailure("compile_error", f"importing the candidate failed: {type(exc).__name__}: {exc}", traceback.format_exc())
         model_cls = getattr(module, "ModelNew", None)
@@ -436,25 +487,31 @@ class CandidateRun:
             torch.manual_seed(job.options["seed"])
             init = get_init_inputs()
             torch.manual_seed(job.options["seed"])
-            return model_cls(*init).to(job.device)
+            with WorkRecorder(construction):
+                model = model_cls(*init).to(job.device)
         except Exception as exc:
             raise JobFailure("compile_error", f"ModelNew(*get_init_inputs()) failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+        self.result["construction_work"] = construction.to_json()
+        self.verify("the import and construction")
+        return model
 
-    def call(self, model, inputs: list[Any], name: str, *, audit_ops: bool = False) -> Any:
-        """One observed call: poisoned free memory, input-mutation check, launches, threads, outputs kept."""
+    def call(self, model, inputs: list[Any], name: str, *, sample: bool) -> Any:
+        """One observed call: poisoned free memory, its torch work, input-mutation check, launches, threads; once
+        it has returned and the judge's integrity is verified, its outputs (subsampled where the judge says)."""
         before = [v.clone() if isinstance(v, torch.Tensor) else None for v in inputs]
         self.poison()
         launches_before, own_before = self.launches.total(), self.launches.own_total()
-        recorder = OpRecorder() if audit_ops else None
+        work = Work()
         try:
-            with torch.no_grad(), (recorder or nullcontext()):
+            with torch.no_grad(), WorkRecorder(work):
                 out = model(*inputs)
             self.job.sync()
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             raise JobFailure(status, f"call {name} raised {type(exc).__name__}: {exc}", traceback.format_exc())
+        self.verify(f"call {name}")
         kind, items = flatten_output(out)
-        record = {
+        self.calls.append({
             "name": name,
             "kind": kind,
             "types": [f"{type(t).__module__}.{type(t).__qualname__}" for t in items],
@@ -463,22 +520,10 @@ class CandidateRun:
             "own_launches": self.launches.own_total() - own_before,
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
             "threads_after": live_threads() - self.threads_before,
-        }
-        if recorder is not None:
-            record["ops"] = sorted(recorder.ops)
-        self.calls.append(record)
-        self.keep(name, items, full=name in self.full_names)
+            "work": work.to_json(),
+        })
+        keep_subsampled(self.outputs, name, items, self.job.sample(name) if sample else None)
         return out
-
-    @property
-    def full_names(self) -> set[str]:
-        return {s["name"] for s in self.job.spec["input_sets"]}
-
-    def keep(self, name: str, items: list[Any], *, full: bool = True) -> None:
-        """Keep a call's outputs for the parent: whole for the correctness trials, subsampled (large ones) for the
-        extra calls. type(t) is exact on purpose: a Tensor subclass can compute lazily when the checker reads it."""
-        sample = None if full else self.job.spec.get("sample")
-        self.outputs.keep(name, [subsample(t, sample) for t in items if type(t) is torch.Tensor])
 
     def poison(self) -> None:
         """Fill memory the allocator will hand out next with NaN, so outputs that are never written show up."""
@@ -488,27 +533,30 @@ class CandidateRun:
             t.fill_(math.nan if dt.is_floating_point else -1)
             del t
 
-    def check_calls(self, model, get_inputs) -> None:
-        job, spec = self.job, self.job.spec
-        sets = spec["input_sets"]
-        for i, input_set in enumerate(sets):
+    def check_calls(self, model, get_inputs, plan: dict[str, Any]) -> None:
+        job = self.job
+        self.result["checksums"] = {}
+        first_inputs = None
+        for i, input_set in enumerate(plan["input_sets"]):
             inputs = make_inputs(get_inputs, input_set, job.device)
             self.result["checksums"][input_set["name"]] = checksum(inputs)
             if i == 0:
                 job.phase("first_call")
-            self.call(model, inputs, input_set["name"])
+            self.call(model, inputs, input_set["name"], sample=False)
             if i == 0:
                 job.phase("correctness")
                 first_inputs = inputs
+            del inputs
         for k in range(job.options["repeat_calls"]):
-            self.call(model, first_inputs, f"repeat_{k + 1}")
+            self.call(model, first_inputs, f"repeat_{k + 1}", sample=True)
         job.phase("audit")
-        audit_inputs = make_inputs(get_inputs, sets[1 % len(sets)], job.device)
-        self.call(model, audit_inputs, "audit", audit_ops=True)
+        audit = plan["audit_set"]
+        audit_inputs = make_inputs(get_inputs, audit, job.device)
+        self.result["checksums"][audit["name"]] = checksum(audit_inputs)
+        self.call(model, audit_inputs, audit["name"], sample=True)
 
-    def time_candidate(self, model, get_inputs) -> None:
+    def time_candidate(self, model, get_inputs, timed: list[dict[str, Any]]) -> None:
         job, opts = self.job, self.job.options
-        timed = job.spec["timed_sets"]
         sets = [make_inputs(get_inputs, s, job.device) for s in timed]
         for s, inputs in zip(timed, sets):
             self.result["checksums"][s["name"]] = checksum(inputs)
@@ -516,20 +564,34 @@ class CandidateRun:
         flush = timing.L2Flush(opts["l2_flush_bytes"], job.device)
         last_round = opts["timing_trials"] - len(sets)
         launches_before = self.launches.total()
+        work = Work()
+        recorder = WorkRecorder(work)
+
+        def watched(*args):
+            work.calls += 1
+            with recorder:
+                return model(*args)
 
         def on_output(i: int, out: Any) -> None:
             if i >= last_round:  # the last call of each input set is verified by the parent
-                self.keep(timed[i % len(sets)]["name"], flatten_output(out)[1], full=False)
+                self.verify(f"timed call {i + 1}")
+                name = timed[i % len(sets)]["name"]
+                keep_subsampled(self.outputs, name, flatten_output(out)[1], job.sample(name))
 
+        self.verify("the calls before the timing")
         with torch.no_grad():
-            samples = time_model(model, buffers, sets, opts, flush, on_output)
+            samples = time_model(watched, buffers, sets, opts, flush, on_output, mark=job.mark)
+        self.verify("the timing")
         self.result["timing"] = timing.summarize(samples.event_ms, samples.method)
         self.result["timing_wall"] = timing.summarize(samples.wall_ms, "host_to_device_sync")
         self.result["timing_launch"] = timing.summarize(samples.launch_ms, "host_launch")
+        self.result["timing_sums"] = sample_sums(samples)
         self.result["timing_head_start_capped"] = samples.head_start_capped
         self.result["timed_launches"] = self.launches.total() - launches_before
         self.result["timed_calls"] = samples.calls
+        self.result["timed_work"] = work.to_json()
         self.result["threads_after_timing"] = live_threads() - self.threads_before
         if opts.get("cuda_graph"):
             graphed = timing.time_graph(lambda: model(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
+            self.verify("the CUDA-graph timing")
             self.result["timing_graph"] = timing.summarize(graphed.event_ms, graphed.method)

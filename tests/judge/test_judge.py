@@ -69,14 +69,14 @@ def test_fixture_gets_its_exact_verdict(cpu_judge: Judge, name, problem_file, st
 def test_honest_verdict_shows_every_check_and_no_timing_on_cpu(cpu_judge: Judge):
     result = cpu_judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
     names = [c.name for c in result.checks]
-    assert names[:2] == ["static_audit", "timer_integrity"] and "correctness" in names
-    assert all(c.passed for c in result.checks if c.name not in ("side_stream", "physical_limit"))
+    assert names[:3] == ["static_audit", "channel_integrity", "judge_integrity"] and "correctness" in names
+    assert all(c.passed for c in result.checks if c.name not in ("timing_bracket", "side_stream", "physical_limit"))
     assert result.timing is None and result.speedups == {}
     assert any(f.name == "timing_skipped" for f in result.flags)
-    # 5 trials + signed + 3 repeats + the audit call, each compared with the reference
-    assert [t.name for t in result.trials] == [f"trial_{i}" for i in range(1, 6)] + ["signed", "repeat_1", "repeat_2", "repeat_3", "audit"]
+    # 5 trials + signed + scaled + 3 repeats + the audit call, each compared with the reference
+    assert [t.name for t in result.trials] == [f"trial_{i}" for i in range(1, 6)] + ["signed", "scaled", "repeat_1", "repeat_2", "repeat_3", "audit"]
     assert all(t.passed and t.max_abs_err < 1e-5 for t in result.trials)
-    assert result.kernels_launched == {"softmax_kernel": 10}
+    assert result.kernels_launched == {"softmax_kernel": 11}
 
 
 def test_verdict_round_trips_through_json(cpu_judge: Judge):
@@ -122,11 +122,11 @@ def test_output_cache_is_caught_by_the_outputs_too():
 @pytest.mark.parametrize(
     "name, reason",
     [
-        ("cheat_timer_patch.py", "timer_integrity: replaced while the candidate ran: time.perf_counter"),
+        ("cheat_timer_patch.py", "judge_integrity: replaced during the import and construction: time.perf_counter"),
         ("cheat_thread.py", "background_threads: threads still running after call(s) trial_1"),
         ("cheat_lazy_tensor.py", "output_types: outputs of type egg_candidate.Lazy"),
-        ("cheat_tf32_switch.py", "timer_integrity: replaced while the candidate ran: torch.backends.cuda.matmul.allow_tf32 (now True)"),
-        ("cheat_seed_wrapper.py", "timer_integrity: replaced while the candidate ran: torch.manual_seed"),
+        ("cheat_tf32_switch.py", "judge_integrity: replaced during call trial_1: torch.backends.cuda.matmul.allow_tf32 (now True)"),
+        ("cheat_seed_wrapper.py", "judge_integrity: replaced during the import and construction: torch.manual_seed"),
     ],
 )
 def test_run_time_probes_catch_what_the_static_audit_would(name, reason):

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 
 from pipeline.judge import timing
-from pipeline.judge.judge import host_bound_flag
+from pipeline.judge.verdict import WorkerReport, host_bound_flag
 from pipeline.tuning.measure import MeasureSettings
 from pipeline.types import EvalOptions
 
 
-def result(device_ms: float, launch_ms: float | None) -> dict:
-    out = {"timing": timing.summarize([device_ms] * 5, "cuda_events")}
+def result(device_ms: float, launch_ms: float | None, capped: int = 0) -> WorkerReport:
+    out = {"timing": timing.summarize([device_ms] * 5, "cuda_events"), "timing_head_start_capped": capped}
     if launch_ms is not None:
         out["timing_launch"] = timing.summarize([launch_ms] * 5, "host_launch")
-    return out
+    return WorkerReport.model_validate(out)
 
 
 def test_a_call_the_host_launches_slower_than_the_device_runs_is_flagged():
@@ -29,7 +29,7 @@ def test_a_device_bound_call_is_not_flagged():
 
 
 def test_no_flag_without_device_timing_or_launch_times():
-    assert host_bound_flag({}) is None
+    assert host_bound_flag(WorkerReport()) is None
     assert host_bound_flag(result(device_ms=0.05, launch_ms=None)) is None
 
 
@@ -39,8 +39,7 @@ def test_no_head_start_queues_nothing():
 
 
 def test_host_bound_flag_says_when_trials_outlasted_the_head_start():
-    out = result(device_ms=0.05, launch_ms=3.0)
-    out["timing_head_start_capped"] = 7
+    out = result(device_ms=0.05, launch_ms=3.0, capped=7)
     assert "7 timed trials outlasted the head start" in host_bound_flag(out).message
 
 

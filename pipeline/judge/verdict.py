@@ -1,0 +1,513 @@
+"""One candidate's verdict from its run: the worker's report validated, then every check in the order that decides
+the status.
+
+The worker's `result.json` comes from a process the candidate's code ran in, so it is read as claims: validated
+against `WorkerReport` (a malformed one is tampering), and each claim that matters is checked against what this
+process saw itself: the outputs it read and compared (`Comparer`), the protocol on the channel, its own clock
+around the timed trials.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.judge import compare
+from pipeline.judge.draw import Draw
+from pipeline.judge.probes import LIBRARY_OPS, NOMINAL_BYTES_PER_S, work_seconds
+from pipeline.judge.sandbox import JobOutcome
+from pipeline.types import Candidate, Check, EvalResult, Flag, Problem, Status, Timing
+
+if TYPE_CHECKING:
+    from pipeline.judge.judge import Comparer, Evaluation, Judge, Reference
+
+# Timing is flagged as gamed when the host-side time to a full-device sync exceeds the event time by more than this
+# share plus the reference's own gap (its eager baseline's, measured the same way) times GAP_FACTOR, at least
+# SIDE_STREAM_SLACK_MS.
+SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS, GAP_FACTOR = 1.10, 0.05, 3.0
+# The parent's clock around the timed trials may exceed what the worker's times explain by this factor and slack.
+BRACKET_FACTOR, BRACKET_SLACK_MS = 2.0, 20.0
+# A candidate faster than this fraction of the physical floor is flagged (noise and cache effects stay below it).
+PHYSICAL_LIMIT_MARGIN = 0.9
+# Datasheet dense tensor peaks (FLOP/s) by device name; the floor uses the fastest precision that could pass.
+PEAK_FLOPS = {"H200": {"float32": 495e12, "half": 989e12}, "H100": {"float32": 495e12, "half": 989e12}}
+# torch work a candidate may keep, as a share of the reference's: a scalar, a small reduction of partial results.
+NEGLIGIBLE_WORK = 0.05
+_STATUSES = {s.value for s in Status}
+
+
+# The worker's report --------------------------------------------------------------------------------------------
+
+
+class _Claims(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class WorkClaim(_Claims):
+    ops: dict[str, int] = Field(default_factory=dict)
+    library_bytes: int = 0
+    library_flops: int = 0
+    other_bytes: int = 0
+    other_flops: int = 0
+    to_host_bytes: int = 0
+    calls: int = 0
+
+
+class TensorClaim(_Claims):
+    shape: list[int]
+    dtype: str
+
+
+class CallClaim(_Claims):
+    name: str
+    kind: str
+    types: list[str]
+    tensors: list[TensorClaim]
+    launches: int
+    own_launches: int
+    mutated_inputs: list[int]
+    threads_after: int
+    work: WorkClaim = Field(default_factory=WorkClaim)
+
+
+class TimingClaim(_Claims):
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    ci95_low_ms: float
+    ci95_high_ms: float
+    trials: int
+    method: str
+
+
+class SumsClaim(_Claims):
+    event_ms: float
+    launch_ms: float
+    wall_ms: float
+    trials: int
+    wall_gap_ms: float
+
+
+class FailureClaim(_Claims):
+    status: str
+    message: str
+    detail: str = ""
+
+
+class IsolationClaim(_Claims):
+    isolation: str = ""
+    missing: list[str] = Field(default_factory=list)
+
+
+class WorkerReport(_Claims):
+    """What a candidate's worker says happened (pipeline.judge.worker.CandidateRun)."""
+
+    kind: str = "candidate"
+    isolation: IsolationClaim | dict = Field(default_factory=IsolationClaim)
+    calls: list[CallClaim] = Field(default_factory=list)
+    kernels: dict[str, int] = Field(default_factory=dict)
+    tampering: list[str] = Field(default_factory=list)
+    output_transport: str = ""
+    checksums: dict[str, list[float | None]] = Field(default_factory=dict)
+    construction_work: WorkClaim = Field(default_factory=WorkClaim)
+    timing: TimingClaim | None = None
+    timing_wall: TimingClaim | None = None
+    timing_launch: TimingClaim | None = None
+    timing_sums: SumsClaim | None = None
+    timing_graph: TimingClaim | None = None
+    timing_head_start_capped: int = 0
+    timed_launches: int = 0
+    timed_calls: int = 0
+    timed_work: WorkClaim = Field(default_factory=WorkClaim)
+    threads_after_timing: int = 0
+    phase_s: dict[str, float] = Field(default_factory=dict)
+    failure: FailureClaim | None = None
+
+
+def read_report(result: dict[str, Any]) -> tuple[WorkerReport | None, str]:
+    """(report, '') or (None, why the worker's result is not a report)."""
+    try:
+        report = WorkerReport.model_validate(result)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return None, f"the worker's report is malformed at {where or 'its top'}: {first.get('msg', '')}"
+    if report.failure is not None and report.failure.status not in _STATUSES:
+        return None, f"the worker's report names an unknown status {report.failure.status[:40]!r}"
+    return report, ""
+
+
+# The verdict ----------------------------------------------------------------------------------------------------
+
+
+class Verdict:
+    """Builds one candidate's EvalResult from the static audit's check and its sandboxed run: every check in order."""
+
+    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate, reference: Reference, audit: Check,
+                 draw: Draw | None = None, comparer: Comparer | None = None, checked_reference: dict[str, Any] | None = None) -> None:
+        self.judge, self.problem, self.candidate, self.reference = judge, problem, candidate, reference
+        self.draw, self.comparer = draw, comparer
+        self.checked_reference = checked_reference or reference.result  # this check's reference run (checksums)
+        self.options = judge.options
+        self.checks: list[Check] = [audit]
+        self.trials: list = []
+        self.flags: list[Flag] = [Flag("note", n) for n in reference.notes]
+        self.environment: dict[str, str] = dict(reference.result.get("environment", {}))
+        if reference.degeneracy.degenerate:
+            self.flags.append(Flag("degenerate_problem", f"{reference.degeneracy.reason}; outputs are also judged by error relative to the reference's variation"))
+
+    @classmethod
+    def early(cls, evaluation: Evaluation, reference: Reference, audit: Check) -> Verdict:
+        """A verdict from the source alone (the audit's), with the reference's facts (baselines, environment)."""
+        return cls(evaluation.judge, evaluation.problem, evaluation.candidate, reference, audit)
+
+    def result(self, status: Status, reason: str, **extra: Any) -> EvalResult:
+        return EvalResult(
+            status=status,
+            reason=reason,
+            problem=self.problem,
+            candidate=self.candidate,
+            device=self.options.device,
+            checks=tuple(self.checks),
+            trials=tuple(self.trials),
+            flags=tuple(self.flags),
+            environment=self.environment,
+            baselines=self._baselines(),
+            **extra,
+        )
+
+    def _baselines(self) -> dict[str, Timing]:
+        return {name: Timing(**t) for name, t in self.reference.result.get("baselines", {}).items()}
+
+    def judge_outcome(self, outcome: JobOutcome, lap: Callable[[str], None] = lambda name: None) -> EvalResult:
+        """The verdict on a finished candidate run."""
+        try:
+            return self._judge(outcome, lap)
+        finally:
+            shutil.rmtree(outcome.workdir, ignore_errors=True)
+
+    def _judge(self, outcome: JobOutcome, lap: Callable[[str], None]) -> EvalResult:
+        tail = outcome.log_tail
+        channel = self._channel_integrity(outcome)
+        report = None
+        if outcome.result is not None:
+            report, malformed = read_report(outcome.result)
+            if report is None:
+                channel = Check("channel_integrity", False, malformed)
+        if channel.passed is False:
+            self.checks.append(channel)
+            return self.result(Status.BANNED, f"channel_integrity: {channel.detail}", log_tail=tail)
+        if report is not None:
+            self._record_sandbox(report)
+        early = self._early_exit(outcome, report)
+        if early is not None:
+            return early
+        self.checks.append(channel)
+        checks = CandidateChecks(self, report, outcome)
+        status, reason = checks.run()
+        lap("checks")
+        if self.judge.compare_device == "cuda":  # hand the comparison's device memory back before the next worker
+            torch.cuda.empty_cache()
+        timing = Timing(**report.timing.model_dump()) if report.timing is not None else None
+        speedups = {}
+        if timing is not None and timing.median_ms > 0:
+            speedups = {name: round(b.median_ms / timing.median_ms, 4) for name, b in self._baselines().items()}
+        if status is Status.OK and (flag := host_bound_flag(report)) is not None:
+            self.flags.append(flag)
+        if status is Status.OK and timing is None:
+            self.flags.append(Flag("timing_skipped", "timing skipped: --device cpu runs Triton's interpreter, whose speed means nothing"))
+        return self.result(
+            status,
+            reason,
+            timing=timing if status is Status.OK else None,
+            speedups=speedups if status is Status.OK else {},
+            kernels_launched=dict(report.kernels),
+            log_tail="" if status is Status.OK else tail,
+            phase_s=dict(report.phase_s),
+            physical_floor_ms=checks.floor_ms,
+        )
+
+    def _channel_integrity(self, outcome: JobOutcome) -> Check:
+        problems = list(outcome.tampering)
+        if outcome.result_error:
+            problems.append(outcome.result_error)
+        if problems:
+            return Check("channel_integrity", False, "; ".join(problems))
+        return Check("channel_integrity", True, "the worker kept to the judge's protocol")
+
+    def _record_sandbox(self, report: WorkerReport) -> None:
+        """What the candidate's process could reach, in the verdict's environment; a flag and a warning if less
+        than full isolation."""
+        info = report.isolation if isinstance(report.isolation, IsolationClaim) else IsolationClaim()
+        if info.isolation:
+            self.environment["isolation"] = info.isolation
+        if info.missing:
+            text = "; ".join(info.missing)
+            self.environment["isolation_missing"] = text
+            self.flags.append(Flag("isolation_incomplete", f"the candidate ran with less isolation than egg asks for: {text}"))
+            self.judge.warn(f"candidate isolation incomplete: {text}")
+        if report.output_transport:
+            self.environment["output_transport"] = report.output_transport
+
+    def _early_exit(self, outcome: JobOutcome, report: WorkerReport | None) -> EvalResult | None:
+        """A verdict when the run did not get to the checks: a timeout, a crash, or an error it reported."""
+        tail = outcome.log_tail
+        if outcome.timed_out:
+            limit = self.options.compile_timeout_s if outcome.timed_out == "compile" else self.options.run_timeout_s
+            return self.result(Status.TIMEOUT, f"{outcome.timed_out} phase ({outcome.phase or 'start-up'}) exceeded {limit:g} s; the process group was killed", log_tail=tail)
+        if report is None:
+            in_compile = outcome.phase in ("", "setup", "isolation", "cuda_init", "wait_start", "import", "construct", "wait_inputs")
+            status = Status.COMPILE_ERROR if in_compile else Status.RUNTIME_ERROR
+            return self.result(status, _exit_story(outcome), log_tail=tail)
+        failure = report.failure
+        if failure is not None:
+            for call in report.calls:
+                self.checks.append(Check(f"call_{call.name}", True, f"{call.own_launches} Triton launches"))
+            status = Status(failure.status)
+            return self.result(status, failure.message, log_tail=failure.detail[-4000:] or tail, kernels_launched=dict(report.kernels))
+        return None
+
+
+def _exit_story(outcome: JobOutcome) -> str:
+    from pipeline.judge.judge import _exit_story as story
+
+    return story(outcome)
+
+
+def host_bound_flag(report: WorkerReport) -> Flag | None:
+    """The host took longer to launch one call than the device took to run it: the timed calls had a head start
+    (EvalOptions.head_start_ms and _mode), so device time is what was measured, and a real caller would wait for the
+    host."""
+    if report.timing is None or report.timing_launch is None:
+        return None
+    device_ms, launch_ms = report.timing.median_ms, report.timing_launch.median_ms
+    if launch_ms <= device_ms:
+        return None
+    capped = report.timing_head_start_capped
+    tail = f" ({capped} timed trials outlasted the head start, so their host time is in the device time)" if capped else ""
+    return Flag("host_bound", f"launching one call takes the host {launch_ms:.4g} ms, longer than the device's {device_ms:.4g} ms: "
+                              "the timing is device time; without CUDA graphs a caller waits for the host" + tail)
+
+
+class CandidateChecks:
+    """Every check on a finished candidate run, in the order that decides its status."""
+
+    def __init__(self, verdict: Verdict, report: WorkerReport, outcome: JobOutcome) -> None:
+        self.verdict, self.report, self.outcome = verdict, report, outcome
+        self.reference = verdict.reference
+        self.comparer = verdict.comparer
+        self.draw = verdict.draw
+        self.calls = {c.name: c for c in report.calls}
+        self.floor_ms: float | None = None
+
+    def run(self) -> tuple[Status, str]:
+        """Run all checks; the status is the first failure's (banned before mismatch), else ok."""
+        ordered = [
+            (Status.BANNED, self.judge_integrity),
+            (Status.BANNED, self.output_types),
+            (Status.BANNED, self.input_mutation),
+            (Status.BANNED, self.background_threads),
+            (Status.BANNED, self.triton_launched),
+            (Status.BANNED, self.torch_delegation),
+            (Status.INFRA_ERROR, self.same_inputs),
+            (Status.MISMATCH, self.output_structure),
+            (Status.MISMATCH, self.correctness),
+            (Status.BANNED, self.timing_bracket),
+            (Status.BANNED, self.side_stream),
+            (Status.BANNED, self.physical_limit),
+        ]
+        first: tuple[Status, str] | None = None
+        for status, check in ordered:
+            outcome = check()
+            self.verdict.checks.append(outcome)
+            if outcome.passed is False and first is None:
+                first = (status, f"{outcome.name}: {outcome.detail}")
+        return first or (Status.OK, "passed every check")
+
+    def judge_integrity(self) -> Check:
+        changed = self.report.tampering
+        return Check("judge_integrity", not changed, f"replaced while the candidate ran: {', '.join(changed)}" if changed
+                     else "the judge's own code, torch, time and triton untouched")
+
+    def output_types(self) -> Check:
+        bad = sorted({t for c in self.calls.values() for t in c.types if t != "torch.Tensor"})
+        return Check("output_types", not bad, f"outputs of type {', '.join(bad)} (must be exactly torch.Tensor)" if bad else "plain tensors")
+
+    def input_mutation(self) -> Check:
+        bad = {name: c.mutated_inputs for name, c in self.calls.items() if c.mutated_inputs}
+        if bad:
+            name, idx = next(iter(bad.items()))
+            return Check("input_mutation", False, f"call {name} wrote to input(s) {idx}")
+        return Check("input_mutation", True, "inputs unchanged by every call")
+
+    def background_threads(self) -> Check:
+        leaked = [n for n, c in self.calls.items() if c.threads_after > 0]
+        if self.report.threads_after_timing > 0:
+            leaked.append("timing")
+        detail = f"threads still running after call(s) {', '.join(leaked)}" if leaked else "no thread outlived a call"
+        return Check("background_threads", not leaked, detail)
+
+    def triton_launched(self) -> Check:
+        idle = [n for n, c in self.calls.items() if c.own_launches < 1]
+        if idle:
+            seen = self.report.kernels
+            what = f"; launches seen: {seen}" if seen else "; no Triton kernel launched at all"
+            return Check("triton_launched", False, f"no Triton kernel of the candidate launched in call(s) {', '.join(idle)}{what}")
+        timed_calls = self.report.timed_calls
+        if timed_calls and self.report.timed_launches < timed_calls:
+            return Check("triton_launched", False, f"{self.report.timed_launches} Triton launches in {timed_calls} timed calls")
+        per_call = ", ".join(f"{k}×{v}" for k, v in sorted(self.report.kernels.items()))
+        return Check("triton_launched", True, f"launched: {per_call}")
+
+    def torch_delegation(self) -> Check:
+        return delegation_check(self.reference.result, self.report, self.verdict.judge.compare_device == "cuda")
+
+    def same_inputs(self) -> Check:
+        ref_sums = self.verdict.checked_reference.get("checksums", {})
+        cand_sums = self.report.checksums
+        differ = [n for n, s in cand_sums.items() if not _close_sums(s, ref_sums.get(n))]
+        return Check("same_inputs", not differ, f"inputs regenerated differently for {', '.join(differ)}" if differ else "reference and candidate saw the same inputs")
+
+    def output_structure(self) -> Check:
+        structure = self.verdict.checked_reference.get("structure") or self.reference.result["structure"]
+        for name, call in self.calls.items():
+            expected = structure.get(self.draw.reference_name(name))
+            if expected is None:
+                return Check("output_structure", False, f"call {name} is not one the judge made")
+            if call.kind != expected["kind"]:
+                return Check("output_structure", False, f"call {name} returned {call.kind}, the reference returns {expected['kind']}")
+            handed = self.comparer.shapes.get(name)
+            wanted = [(t["dtype"], t["shape"]) for t in expected["tensors"]]
+            if handed is not None and len(handed) != len(wanted):
+                return Check("output_structure", False, f"call {name} handed over {len(handed)} tensors, the reference returns {len(wanted)}")
+            for i, ((dtype, shape), (ref_dtype, ref_shape)) in enumerate(zip(handed or [], wanted)):
+                full = not (name.startswith("repeat_") or name in self.draw.offsets)
+                if dtype != ref_dtype or (full and shape != ref_shape):
+                    return Check("output_structure", False, f"call {name} output {i}: {shape} {dtype}, reference {ref_shape} {ref_dtype}")
+        return Check("output_structure", True, "same type, count, shapes and dtypes as the reference")
+
+    def correctness(self) -> Check:
+        comparer, draw = self.comparer, self.draw
+        expected = list(self.calls) + ([t["name"] for t in draw.timed] if self.report.timing is not None else [])
+        missing = [n for n in expected if n not in comparer.results]
+        for name in expected:
+            if name in comparer.results:
+                self.verdict.trials.append(comparer.results[name])
+        failed = [t for t in self.verdict.trials if not t.passed]
+        if missing:
+            why = self.outcome.output_errors.get(missing[0], "the worker handed over none")
+            return Check("correctness", False, f"no outputs for call(s) {', '.join(missing)}: {why}")
+        if failed:
+            return Check("correctness", False, f"{failed[0].name}: {failed[0].detail}" + (f" (and {len(failed) - 1} more call(s))" if len(failed) > 1 else ""))
+        worst = max((t.max_abs_err or 0.0) for t in self.verdict.trials) if self.verdict.trials else 0.0
+        return Check("correctness", True, f"{len(self.verdict.trials)} calls match (max abs error {worst:.3g})")
+
+    def timing_bracket(self) -> Check:
+        """The parent's clock around the timed trials against what the worker's times explain."""
+        sums, marks = self.report.timing_sums, self.outcome.marks
+        if self.report.timing is None:
+            return Check("timing_bracket", None, "no device timing on this device")
+        start, end = marks.get("trials_start"), marks.get("trials_end")
+        if sums is None or start is None or end is None:
+            return Check("timing_bracket", False, "the timed trials were not marked on the judge's channel")
+        bracket_ms = (end - start) * 1e3
+        overhead = self.reference.calibration.get("overhead_ms_per_trial", 0.0) * sums.trials
+        explained_ms = sums.event_ms + sums.launch_ms + overhead
+        detail = f"the judge's clock saw {bracket_ms:.4g} ms of trials; the worker's times explain {explained_ms:.4g} ms"
+        if bracket_ms > BRACKET_FACTOR * explained_ms + BRACKET_SLACK_MS:
+            return Check("timing_bracket", False, "reported times far below what the trials took: " + detail)
+        if explained_ms - overhead > BRACKET_FACTOR * bracket_ms + BRACKET_SLACK_MS:
+            return Check("timing_bracket", False, "reported times longer than the trials took: " + detail)
+        return Check("timing_bracket", True, detail)
+
+    def side_stream(self) -> Check:
+        report = self.report
+        if report.timing is None or report.timing_wall is None:
+            return Check("side_stream", None, "no device timing on this device")
+        event, wall = report.timing.median_ms, report.timing_wall.median_ms
+        gap = self.reference.calibration.get("wall_gap_ms", 0.0)
+        allowed = event * SIDE_STREAM_RATIO + max(SIDE_STREAM_SLACK_MS, GAP_FACTOR * gap)
+        gamed = wall > allowed
+        detail = f"event time {event:.4g} ms, time to full-device sync {wall:.4g} ms (allowed {allowed:.4g} ms)"
+        return Check("side_stream", not gamed, ("work ran outside the timed stream: " if gamed else "") + detail)
+
+    def physical_limit(self) -> Check:
+        if self.report.timing is None:
+            return Check("physical_limit", None, "no device timing on this device")
+        ref = self.reference.result
+        measured = self.report.timing.median_ms
+        bandwidth = ref.get("copy_bandwidth_bytes_per_s") or 0.0
+        floors = []
+        if bandwidth:
+            floors.append((ref["min_bytes"] / bandwidth * 1e3, f"{ref['min_bytes'] / 1e6:.1f} MB at {bandwidth / 1e12:.2f} TB/s"))
+        peak = _peak_flops(ref.get("environment", {}).get("gpu", ""), self.reference.dtypes)
+        if peak and ref.get("flops"):
+            floors.append((ref["flops"] / peak * 1e3, f"{ref['flops'] / 1e9:.1f} GFLOP at {peak / 1e12:.0f} TFLOP/s"))
+        if not floors:
+            return Check("physical_limit", None, "no ceiling known for this device")
+        floor_ms, why = max(floors)
+        self.floor_ms = floor_ms
+        ok = measured >= floor_ms * PHYSICAL_LIMIT_MARGIN
+        detail = f"measured {measured:.4g} ms, physical floor {floor_ms:.4g} ms ({why})"
+        return Check("physical_limit", ok, ("faster than physically possible: " if not ok else "") + detail)
+
+
+# Delegation by work ---------------------------------------------------------------------------------------------
+
+
+def delegation_check(reference: dict[str, Any], report: WorkerReport, on_gpu: bool) -> Check:
+    """Whether torch (or the host) still does the job: every compute op outside a Triton kernel, on every call the
+    candidate made (checked and timed), as a share of the reference's own work. A library primitive (a GEMM, a
+    convolution, pooling, a scan, resampling: probes.LIBRARY_OPS) kept in torch is fine when the problem has other
+    work for the candidate's kernels to do (a cuBLAS GEMM with its epilogue fused in Triton); on a problem that is
+    nothing but such primitives it is the whole job."""
+    ref = WorkClaim.model_validate(reference.get("work", {}))
+    ref_other = work_seconds(ref.other_bytes, ref.other_flops)
+    ref_total = max(ref_other + work_seconds(ref.library_bytes, ref.library_flops), reference.get("min_bytes", 0) / NOMINAL_BYTES_PER_S, 1e-12)
+    library_allowed = ref_other > 0.0
+    calls = [(c.name, c.work) for c in report.calls]
+    if report.timed_work.calls:
+        calls.append(("timed", report.timed_work))
+    ref_ops = set(reference.get("ops", []))
+    worst: tuple[float, str, str] = (0.0, "", "")
+    used: set[str] = set()
+    library: set[str] = set()
+    for name, work in calls:
+        per = max(work.calls, 1) if name == "timed" else 1
+        other_share = work_seconds(work.other_bytes, work.other_flops) / per / (ref_other if ref_other > 0 else ref_total)
+        lib_share = 0.0 if library_allowed else work_seconds(work.library_bytes, work.library_flops) / per / ref_total
+        ops = {op for op in work.ops}
+        used |= ops
+        library |= ops & LIBRARY_OPS
+        if ref_ops and ref_ops <= ops:
+            return Check("torch_delegation", False, f"every compute op of the reference still runs in torch ({', '.join(sorted(ref_ops))}), in call {name}: the kernels do not do the job")
+        host_share = work.to_host_bytes / per / max(reference.get("min_bytes", 1), 1)
+        for share, what in ((other_share, "of the reference's non-library work" if ref_other > 0 else "of the reference's work"),
+                            (lib_share, "of the reference's work in library primitives (GEMMs, convolutions, pooling, scans), and the problem has nothing else to do"),
+                            (host_share if on_gpu else 0.0, "of the problem's bytes copied to the host")):
+            if share > worst[0]:
+                worst = (share, what, name)
+    share, what, name = worst
+    if share > NEGLIGIBLE_WORK:
+        ops = ", ".join(sorted(used - library)) or ", ".join(sorted(library))
+        return Check("torch_delegation", False, f"torch does {share:.0%} {what} in call {name} ({ops}): the kernels do not do the job")
+    kept = f"; library kept: {', '.join(sorted(library))}" if library else ""
+    if not used:
+        return Check("torch_delegation", True, "no torch compute op used")
+    return Check("torch_delegation", True, f"torch compute ops still used: {', '.join(sorted(used))} (at most {share:.1%} {what or 'of the work'}){kept}")
+
+
+def _close_sums(a: list, b: list | None) -> bool:
+    if b is None or len(a) != len(b):
+        return False
+    return all(x == y or (x is not None and y is not None and abs(x - y) <= 1e-9 * max(1.0, abs(y))) for x, y in zip(a, b))
+
+
+def _peak_flops(gpu: str, dtypes: frozenset[str]) -> float | None:
+    for name, peaks in PEAK_FLOPS.items():
+        if name in gpu:
+            return peaks["half"] if dtypes & {"float16", "bfloat16"} else peaks["float32"]
+    return None
