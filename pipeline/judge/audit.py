@@ -31,6 +31,7 @@ RULES = (
     "precision_downgrade",
     "cuda_persistence",
     "side_stream",
+    "introspection",
 )
 
 # What globals(), locals() and vars() resolve to: writing there rebinds names where no reader looks.
@@ -54,6 +55,22 @@ _BANNED_MODULES = {
     "asyncio": _THREADS,
     "gc": "can find and alter the judge's objects",
     "inspect": "can read the judge's frames and objects",
+    "sys": "reaches every module and frame of the judge's process",
+    "traceback": "can walk the judge's frames",
+    "weakref": "runs code when the judge frees an object, outside any call",
+    "atexit": "runs code after the judge's own",
+    "faulthandler": "hooks the judge's process",
+    "pipeline": "is egg's judge itself",
+    "pty": _PROCESSES,
+    "_posixsubprocess": _PROCESSES,
+    "resource": "changes the judge's process limits",
+    "fcntl": "works on the judge's descriptors",
+    "select": "works on the judge's descriptors",
+    "selectors": "works on the judge's descriptors",
+    "code": "runs code built at run time",
+    "codeop": "runs code built at run time",
+    "pdb": "can read the judge's frames and objects",
+    "bdb": "can read the judge's frames and objects",
     "signal": "can interrupt or hijack the judge",
     "socket": "talks to the network",
     "pickle": "loads objects (and code) from outside the candidate",
@@ -91,6 +108,8 @@ _FILE_APIS = (
 )
 _NETWORK_APIS = ("urllib", "http", "ftplib", "smtplib", "xmlrpc", "requests", "httpx", "aiohttp")
 # Methods that read or write files whatever object they are called on (a Path, an array, a storage).
+# Methods that take a tensor's values to the host as Python or numpy data, or compute there element by element.
+_HOST_METHODS = frozenset({"numpy", "tolist", "apply_", "map_", "map2_", "__array__", "__dlpack__"})
 _FILE_METHODS = frozenset({"tofile", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "rglob", "touch",
                            "unlink", "from_file", "open"})
 
@@ -117,6 +136,13 @@ _USE_RULES = (
      ("os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os._exit")),
     ("dynamic_code", "reaches into the judge's frames or tracing hooks",
      ("sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook")),
+    ("delegation", "computes with numpy or on the host, outside Triton and out of the judge's sight",
+     ("numpy", "torch.from_numpy", "torch.utils.dlpack", "torch.from_dlpack", "torch.to_dlpack", "torch.Tensor.numpy",
+      "torch.Tensor.tolist", "torch.Tensor.apply_", "torch.Tensor.map_", "torch.Tensor.map2_")),
+    ("monkey_patch", "registers kernels for torch's own operators", ("torch.library", "torch.Library", "torch._library")),
+    ("introspection", "watches for the judge's probes", ("torch.profiler", "torch.autograd.profiler", "torch.autograd.graph")),
+    ("introspection", "fetches objects by a path written in a string", ("string.Formatter", "operator.attrgetter",
+                                                                        "operator.methodcaller", "pkgutil", "sysconfig")),
 )
 
 _TENSOR_CLASSES = frozenset({
@@ -142,6 +168,43 @@ _PRECISION_FLAGS = frozenset({
     "allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
     "fp32_precision",
 })
+# Attributes that reach frames, code and the objects behind them: a candidate has no use for them, and through them
+# the judge's own state is in reach.
+_FRAME_ATTRIBUTES = frozenset({
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "f_lineno", "tb_frame", "tb_next", "tb_lasti",
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
+    "co_consts", "co_names",
+})
+# Dunder attributes a kernel may read; any other (__globals__, __closure__, __subclasses__, __traceback__, ...) is
+# introspection. Defining a dunder method outside _DUNDER_DEFINITIONS is one too (__del__ runs when the judge frees
+# an object, outside every call and every check).
+_DUNDER_READS = frozenset({
+    "__init__", "__name__", "__qualname__", "__doc__", "__class__", "__call__", "__len__", "__getitem__", "__iter__",
+    "__next__", "__enter__", "__exit__", "__repr__", "__str__", "__eq__", "__ne__", "__hash__", "__bool__",
+    "__contains__", "__version__", "__post_init__", "__setattr__", "__delattr__", "__setitem__", "__delitem__",
+})
+_DUNDER_DEFINITIONS = frozenset({
+    "__init__", "__call__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__", "__next__", "__enter__",
+    "__exit__", "__eq__", "__ne__", "__hash__", "__bool__", "__contains__", "__post_init__", "__lt__", "__le__",
+    "__gt__", "__ge__",
+})
+_DUNDER_NAMES = frozenset({"__loader__", "__spec__", "__builtins__"})  # module globals that reach the import system
+# A module reached as an attribute of another (`torch.sys`, `os.sys`, `triton...np`) is that module: `torch.sys.modules`
+# is `sys.modules`. torch.signal is torch's own (signal windows), not the standard library's.
+_MODULE_ALIASES = frozenset({
+    "sys", "os", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "threading", "_thread",
+    "multiprocessing", "pty", "socket", "traceback", "pickle", "marshal", "io", "pathlib", "shutil", "tempfile",
+    "mmap", "_posixsubprocess", "posix", "resource", "fcntl", "select", "weakref", "atexit", "types", "numpy", "np",
+    "pipeline", "signal", "string", "operator", "functools", "runpy", "code", "faulthandler",
+})
+# Builtins that turn names into objects, or read namespaces, when used as values (passed to map, bound to a name)
+_DYNAMIC_BUILTINS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr",
+                               "builtins.vars", "builtins.globals", "builtins.locals", "builtins.dir", "builtins.__import__"})
+# Pure-helper caches are fine: a cached function that calls nothing of these and reads its arguments as numbers.
+_CONFIG_READS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
+_HELPER_CALLS = frozenset({"triton.next_power_of_2", "triton.cdiv", "builtins.min", "builtins.max", "builtins.int",
+                           "builtins.float", "builtins.abs", "builtins.round", "builtins.len", "builtins.range",
+                           "builtins.tuple", "builtins.bool", "builtins.divmod", "builtins.str"})
 _IDENTITY_KEY = "data_ptr/id"
 _SHAPE_KEY = "shape"
 
@@ -195,7 +258,11 @@ def _const_str(node: ast.AST | None) -> str | None:
 
 
 def _join(base: str | None, attr: str) -> str | None:
-    return f"{base}.{attr}" if base and base != _NAMESPACE else None
+    if not base or base == _NAMESPACE:
+        return None
+    if attr in _MODULE_ALIASES and not (attr == "signal" and base == "torch"):
+        return "numpy" if attr == "np" else attr  # torch.sys is sys, triton's np is numpy
+    return f"{base}.{attr}"
 
 
 def _under(path: str, prefixes: Iterable[str]) -> bool:
@@ -476,6 +543,8 @@ class _Auditor(ast.NodeVisitor):
         self._local: frozenset[str] = frozenset()  # names bound by the enclosing functions
         self._values: dict[int, ast.AST] = {}  # id(assignment target) -> assigned value
         self._tensor_classes: set[str] = set()
+        self._called: set[int] = set()  # ids of expressions that are called (getattr(...) is a call, `g = getattr` is not)
+        self._helper_caches: set[int] = set()  # ids of cache decorators on pure helpers (pipeline/judge: allowed)
 
     def add(self, rule: str, message: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule, message, getattr(node, "lineno", 0)))
@@ -487,12 +556,22 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._check_text(node.name, node)
+        name = node.name
+        if name.startswith("__") and name.endswith("__") and name not in _DUNDER_DEFINITIONS | _TORCH_HOOKS:
+            self.add("introspection", f"defines {name}: Python calls it behind the judge's back (outside every call)", node)
+        for decorator in node.decorator_list:
+            if self._is_cache(decorator) and _is_pure_helper(node, self.symbols):
+                self._helper_caches.update(id(n) for n in ast.walk(decorator))
         self._in_scope(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self._in_scope(node)
+
+    def _is_cache(self, decorator: ast.AST) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return self.resolve(target) in ("functools.lru_cache", "functools.cache")
 
     def _in_scope(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         outer = self._local
@@ -547,8 +626,15 @@ class _Auditor(ast.NodeVisitor):
     # expressions
 
     def _check_use(self, path: str, node: ast.AST) -> None:
+        found = False
         for rule, why in _use_rules(path, self.fp32_reference):
+            if rule == "output_cache" and id(node) in self._helper_caches:
+                continue  # a cache on a helper that makes no tensor: a config table, not an output cache
             self.add(rule, f"uses {path}: {why}", node)
+            found = True
+        parts = path.split(".")
+        if not found and parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+            self.add("introspection", f"uses {path}: a private part of {parts[0]}, which the judge cannot vouch for", node)
 
     def _check_text(self, text: str, node: ast.AST) -> None:
         """Identifiers and strings that only a tensor-subclass or L2-persistence trick would mention."""
@@ -562,13 +648,18 @@ class _Auditor(ast.NodeVisitor):
         self._check_text(node.id, node)
         if not isinstance(node.ctx, ast.Load):
             return
+        if node.id in _DUNDER_NAMES and node.id not in self._local:
+            self.add("introspection", f"uses {node.id}: it reaches the import system and the judge's modules", node)
         if path := self.resolve(node):
             self._check_use(path, node)
+            if path in _DYNAMIC_BUILTINS and id(node) not in self._called:
+                self.add("introspection", f"uses {node.id} as a value: names become objects where no reader sees them", node)
         elif node.id == "Model" and "Model" not in self._local and "Model" not in self.symbols.bound:
             self.add("reference_model", "uses Model, which this file does not define: it is the reference", node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._check_text(node.attr, node)
+        self._check_attribute_name(node.attr, node)
         if isinstance(node.ctx, ast.Load):
             if path := self.resolve(node):
                 self._check_use(path, node)
@@ -576,13 +667,19 @@ class _Auditor(ast.NodeVisitor):
             self._check_attribute_store(node)
         self.generic_visit(node)
 
+    def _check_attribute_name(self, attr: str, node: ast.AST) -> None:
+        if attr in _FRAME_ATTRIBUTES:
+            self.add("introspection", f"reads .{attr}: it reaches frames and code, and through them the judge's state", node)
+        elif attr.startswith("__") and attr.endswith("__") and attr not in _DUNDER_READS | _DUNDER_TARGETS | _TORCH_HOOKS:
+            self.add("introspection", f"reads .{attr}: it reaches objects behind the ones the candidate was given", node)
+
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if not isinstance(node.ctx, ast.Load):
             self._check_subscript_store(node)
         elif path := self.resolve(node):
             self._check_use(path, node)
             if banned := _banned(path):
-                self.add("banned_import", f"reaches {banned[0]} through sys.modules: {banned[1]}", node)
+                self.add("banned_import", f"reaches {banned[0]} by name: {banned[1]}", node)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -643,12 +740,16 @@ class _Auditor(ast.NodeVisitor):
     # calls
 
     def visit_Call(self, node: ast.Call) -> None:
+        self._called.add(id(node.func))
         func = self.resolve(node.func)
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        self._check_attribute_call(node, func)
+        if method in _HOST_METHODS and func is None:
+            self.add("delegation", f"calls .{method}(): it computes on the host, outside Triton and out of the judge's sight", node)
         if (path := self.resolve(node)) and func != "builtins.vars":  # getattr(m, "x"), sys.modules.get("x")
             self._check_use(path, node)
             if func == "sys.modules.get" and (banned := _banned(path)):
-                self.add("banned_import", f"reaches {banned[0]} through sys.modules: {banned[1]}", node)
+                self.add("banned_import", f"reaches {banned[0]} by name: {banned[1]}", node)
         self._check_import_call(node, func)
         self._check_patch_call(node, func, method)
         self._check_precision_call(node, func, method)
@@ -659,6 +760,16 @@ class _Auditor(ast.NodeVisitor):
         if func == "contextlib.suppress" and any(self._broad_catch(a) for a in node.args):
             self.add("fallback", "suppresses broad exceptions: a failing kernel can be skipped silently", node)
         self.generic_visit(node)
+
+    def _check_attribute_call(self, node: ast.Call, func: str | None) -> None:
+        """getattr and its kin: a name computed at run time (on anything but `self`), or a name that reaches frames."""
+        if func not in ("builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr") or len(node.args) < 2:
+            return
+        name = _const_str(node.args[1])
+        if name is not None:
+            self._check_attribute_name(name, node)
+        elif not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+            self.add("dynamic_code", f"calls {func.removeprefix('builtins.')} with a name computed at run time", node)
 
     def _check_import_call(self, node: ast.Call, func: str | None) -> None:
         if func not in _IMPORT_FUNCS:
@@ -732,6 +843,30 @@ class _Auditor(ast.NodeVisitor):
             if path in _BROAD_ERRORS:
                 return path.removeprefix("builtins.")
         return None
+
+
+def _is_pure_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, symbols: _Symbols) -> bool:
+    """A function that makes no tensor: not `forward`, calls nothing of torch's (math, a few builtins and Triton's
+    size helpers only), reads its arguments only as numbers or their shapes, and returns none of them whole. A
+    cache on it is a config table (a block size per problem size), not an output cache."""
+    if func.name == "forward":
+        return False
+    params = _function_locals(func) & {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+    for node in ast.walk(func):
+        if node in func.decorator_list:
+            continue
+        if isinstance(node, ast.Call):
+            path = symbols.resolve(node.func, frozenset(params))
+            if path is not None and not (path in _HELPER_CALLS or path.startswith("math.")):
+                return False
+            if isinstance(node.func, ast.Attribute) and _root_name(node.func.value) in params:
+                return False  # a method of an argument: x.sum(), x.clone()
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in params:
+            if node.attr not in _CONFIG_READS:
+                return False
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in params:
+            return False
+    return True
 
 
 def _dot_uses_tf32(node: ast.Call) -> bool:

@@ -1,5 +1,13 @@
 """The draw: every input of one check, from the operating system's randomness, unknown to the candidate.
 
+A check's calls: the trials (nominal inputs), the hidden trials (signed, or scaled by a random factor), repeats of
+the first trial, an audit call on inputs of its own, and on a GPU the timed trials. The timed trials rotate
+through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
+factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
+a few trials, chosen here and revealed only once each has returned, have their outputs compared with the
+reference's for exactly those inputs. Outputs of extra calls (repeats, audit, the verified timed trials) are
+compared on a strided subsample whose offset is drawn here too.
+
 Imports: the standard library only.
 """
 
@@ -7,29 +15,40 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 HIDDEN_TRIALS = ("signed", "scaled")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
+TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
+VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
 
 
 def _seed() -> int:
     return secrets.randbelow(2**31 - 2) + 1
 
 
+def _uniform(low: float, high: float) -> float:
+    return round(low + (high - low) * secrets.randbelow(10**6) / 10**6, 6)
+
+
+def _offset() -> int:
+    return secrets.randbelow(2**62)
+
+
 @dataclass(frozen=True)
 class Draw:
-    """The inputs of one check, drawn from the operating system's randomness: the trials (nominal inputs), the
-    hidden trials (signed or scaled inputs), the audit call's inputs, the timed sets, and the subsample offset of
-    every extra call (repeats, audit, timed) whose outputs are compared on a subsample."""
+    """The inputs of one check (see the module's docstring). `offsets` holds the subsample offset of every extra
+    call; `scales` one factor per timed trial; `verified` the timed trials compared, by index."""
 
     trials: tuple[dict[str, Any], ...]
     hidden: tuple[dict[str, Any], ...]
     audit: dict[str, Any]
-    timed: tuple[dict[str, Any], ...]
+    timed_sets: tuple[dict[str, Any], ...]
+    scales: tuple[float, ...]
     offsets: dict[str, int]
     limit: int  # outputs with more elements than this are subsampled in extra calls
+    verified: tuple[int, ...] = field(default=())
 
     @classmethod
     def new(cls, options, hidden: tuple[str, ...], timed_count: int) -> Draw:
@@ -38,30 +57,52 @@ class Draw:
         for kind in hidden:
             entry = {"name": kind, "seed": _seed(), "transform": kind}
             if kind == "scaled":
-                low, high = SCALE_RANGE
-                entry["scale"] = round(low + (high - low) * secrets.randbelow(10**6) / 10**6, 6)
+                entry["scale"] = _uniform(*SCALE_RANGE)
             made.append(entry)
-        timed = tuple({"name": f"timed_{k}", "seed": _seed()} for k in range(timed_count))
-        extra = [f"repeat_{k + 1}" for k in range(options.repeat_calls)] + ["audit"] + [t["name"] for t in timed]
-        offsets = {name: secrets.randbelow(2**62) for name in extra}
-        return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed, offsets, options.subsample_above)
+        timed_sets = tuple({"name": f"timed_set_{k}", "seed": _seed()} for k in range(timed_count))
+        trial_count = options.timing_trials if timed_count else 0
+        scales = tuple(_uniform(*TRIAL_SCALE_RANGE) for _ in range(trial_count))
+        verified = tuple(sorted(secrets.SystemRandom().sample(range(trial_count), min(VERIFIED_TRIALS, trial_count))))
+        extra = [f"repeat_{k + 1}" for k in range(options.repeat_calls)] + ["audit"] + [f"timed_{i}" for i in verified]
+        offsets = {name: _offset() for name in extra}
+        return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,
+                   options.subsample_above, verified)
 
-    def sample(self, call: str) -> dict[str, int]:
+    def sample(self, call: str) -> dict[str, int] | None:
+        """The subsample of an extra call's outputs; None for a timed trial that is not compared."""
+        if call not in self.offsets:
+            return None
         return {"min_numel": self.limit, "elements": self.limit, "offset": self.offsets[call]}
+
+    def is_timed_trial(self, call: str) -> bool:
+        name, _, index = call.rpartition("_")
+        return name == "timed" and index.isdigit() and int(index) < len(self.scales)
 
     @property
     def checked(self) -> tuple[dict[str, Any], ...]:
         """The sets whose outputs are compared whole: the trials and the hidden trials."""
         return self.trials + self.hidden
 
+    @property
+    def timed_names(self) -> list[str]:
+        """The compared timed trials' call names."""
+        return [f"timed_{i}" for i in self.verified]
+
+    def trial_set(self, index: int) -> dict[str, Any]:
+        """The inputs of timed trial `index`: its timed set, scaled by its own factor, cut to its subsample."""
+        base = self.timed_sets[index % len(self.timed_sets)]
+        return {"name": f"timed_{index}", "seed": base["seed"], "transform": "scaled", "scale": self.scales[index],
+                "sample": self.sample(f"timed_{index}")}
+
     def reference_sets(self) -> list[dict[str, Any]]:
-        """Every set the reference computes, extra calls' with the subsample the candidate's will be cut to."""
-        extras = [dict(s, sample=self.sample(s["name"])) for s in (self.audit, *self.timed)]
-        return [*self.checked, *extras]
+        """Every set whose outputs the reference computes, extra calls' with the subsample the candidate's will be
+        cut to."""
+        audit = dict(self.audit, sample=self.sample("audit"))
+        return [*self.checked, audit, *(self.trial_set(i) for i in self.verified)]
 
     def seeds(self) -> dict[str, int]:
-        """Every set's seed (and the scaled trial's factor is in its set): what reproduces this check's inputs."""
-        return {s["name"]: s["seed"] for s in (*self.checked, self.audit, *self.timed)}
+        """Every set's seed (the factors are in the sets): what reproduces this check's inputs."""
+        return {s["name"]: s["seed"] for s in (*self.checked, self.audit, *self.timed_sets)}
 
     def without(self, names: set[str]) -> Draw:
         return dataclasses.replace(self, hidden=tuple(s for s in self.hidden if s["name"] not in names))

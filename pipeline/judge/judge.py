@@ -171,7 +171,7 @@ class Judge:
 
     def _start_reference(self, problem: Problem, draw: Draw, comparer: Comparer, *, full: bool) -> Job:
         spec = {"kind": "reference", "mode": "full" if full else "outputs", "problem_path": problem.path,
-                "options": _worker_options(self.options), "sets": draw.reference_sets()}
+                "options": _worker_options(self.options), "sets": draw.reference_sets(), "timed_sets": list(draw.timed_sets)}
         handlers = Handlers(outputs=comparer.reference_outputs)
         return self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
                                run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
@@ -296,6 +296,7 @@ class Comparer:
         self.shapes: dict[str, list[tuple[str, list[int]]]] = {}  # what the candidate's calls handed over
         self.results: dict[str, TrialResult] = {}
         self._repeats_left = repeats
+        self._asked: set[str] = set()
         self._lock = threading.Lock()
 
     def drop_reference(self, names: set[str]) -> None:
@@ -312,7 +313,7 @@ class Comparer:
         """Why the candidate may not hand over these outputs ('' when it may): a call the judge did not make, or
         more bytes than the reference's outputs of that call (the candidate decides no size of the judge's)."""
         known = {s["name"] for s in self.draw.checked} | set(self.draw.offsets)
-        if call not in known:
+        if call not in known or (self.draw.is_timed_trial(call) and call not in self._asked):
             return f"outputs of a call {call!r} the judge never made"
         if self.structure is not None:
             expected = self.structure.get(self.draw.reference_name(call), {}).get("tensors", [])
@@ -343,8 +344,13 @@ class Comparer:
             self.reference.pop(name, None)  # the first trial's stays until every repeat is compared
 
     def sample(self, call: str) -> dict[str, int] | None:
-        """The subsample of an extra call's outputs, revealed once that call has returned; None for any other."""
-        return self.draw.sample(call) if call in self.draw.offsets else None
+        """The subsample of an extra call's outputs, revealed once that call has returned: {} for a timed trial that
+        is not compared, None for a call the judge never made or one asked for twice."""
+        with self._lock:
+            if call in self._asked or not (call in self.draw.offsets or self.draw.is_timed_trial(call)):
+                return None
+            self._asked.add(call)
+        return self.draw.sample(call) or {}
 
 
 def _nbytes(dtype: str, shape: list[int]) -> int:
@@ -414,8 +420,8 @@ class Evaluation:
                 self._send_inputs(job, draw, reference)
                 checksums = judge._reference_result(ref_job.wait())
                 self._lap("reference")
-            if draw.timed:
-                job.send_when("wait_go", {"type": "go", "timed_sets": list(draw.timed)})
+            if draw.timed_sets:
+                job.send_when("wait_go", {"type": "go", "timed_sets": list(draw.timed_sets), "scales": list(draw.scales)})
             outcome = job.wait()
             jobs.clear()
             self._lap("candidate")
@@ -466,7 +472,8 @@ class Evaluation:
             "options": _worker_options(self.judge.options),
         }
         pool, opts = self.judge.pool, self.judge.options
-        handlers = Handlers(check=comparer.check_candidate, outputs=comparer.candidate_outputs, sample=comparer.sample)
+        waits = frozenset({"start", "inputs", "go"} if self.judge.timing_enabled else {"start", "inputs"})
+        handlers = Handlers(check=comparer.check_candidate, outputs=comparer.candidate_outputs, sample=comparer.sample, waits=waits)
         return pool.start(spec, pool.new_workdir("candidate"), compile_timeout_s=opts.compile_timeout_s, run_timeout_s=opts.run_timeout_s,
                           read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}",
                           handlers=handlers)

@@ -212,6 +212,68 @@ class WorkRecorder(_Recorder):
             self.work.to_host_bytes += sum(_tensor_bytes(t) for t in targets)
 
 
+class HostProbe:
+    """Counts the bytes of tensors a call hands to the host as numpy or Python data (`Tensor.numpy`, `__array__`,
+    `tolist`, `__dlpack__`), work no dispatch mode sees: installed before the snapshot, so the wrappers are
+    themselves guarded. `work` is the Work of the call running now (None between calls)."""
+
+    METHODS = ("numpy", "__array__", "tolist", "__dlpack__")
+
+    def __init__(self) -> None:
+        self.work: Work | None = None
+
+    def install(self) -> None:
+        for name in self.METHODS:
+            original = getattr(torch.Tensor, name, None)
+            if original is not None:
+                setattr(torch.Tensor, name, self._wrap(original))
+
+    def _wrap(self, original):
+        probe = self
+
+        def converted(tensor, *args, **kwargs):
+            if probe.work is not None and isinstance(tensor, torch.Tensor):
+                probe.work.to_host_bytes += _tensor_bytes(tensor)
+            return original(tensor, *args, **kwargs)
+
+        converted.__name__ = getattr(original, "__name__", "converted")
+        return converted
+
+
+class WatchGuards:
+    """Notes when code inside a call turns off what lets the judge watch torch (the Python dispatch key, the stack
+    of dispatch modes): torch's private switches, wrapped before the snapshot so the wrappers are guarded too.
+    `active` is set only while the candidate's own code runs (our own recorder's entry and exit are outside it)."""
+
+    C_NAMES = ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
+               "_DisablePythonDispatcher", "_unset_dispatch_mode", "_set_dispatch_mode", "_pop_torch_dispatch_stack",
+               "_push_on_torch_dispatch_stack")
+    MODE_NAMES = ("_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_push_mode")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.used: list[str] = []
+
+    def install(self) -> None:
+        from torch.utils import _python_dispatch
+
+        for space, names, label in ((torch._C, self.C_NAMES, "torch._C"), (_python_dispatch, self.MODE_NAMES, "torch.utils._python_dispatch")):
+            for name in names:
+                original = getattr(space, name, None)
+                if original is not None:
+                    setattr(space, name, self._wrap(original, f"{label}.{name}"))
+
+    def _wrap(self, original, label: str):
+        guards = self
+
+        def guarded(*args, **kwargs):
+            if guards.active and label not in guards.used:
+                guards.used.append(label)
+            return original(*args, **kwargs)
+
+        return guarded
+
+
 def _namespaces() -> dict[str, object]:
     import torch.nn.functional as F
     import triton

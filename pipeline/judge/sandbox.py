@@ -33,6 +33,7 @@ _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 LOG_TAIL_CHARS = 4000
 MAX_RESULT_BYTES = 32 << 20  # a result.json larger than this is not a worker's
 MAX_REGION_BYTES = 1 << 40
+MAX_CALLS = 1000  # call records one job may send
 SHM_MIN_FREE_BYTES = 32 << 30
 
 
@@ -116,6 +117,8 @@ class JobOutcome:
     output_errors: dict[str, str] = field(default_factory=dict)
     marks: dict[str, float] = field(default_factory=dict)
     result_error: str = ""  # why a result.json that exists could not be taken
+    calls: tuple[dict, ...] = ()  # each call's record, as the job sent it when the call returned
+    timing: dict | None = None  # the timed trials' summary, as the job sent it when they ended
 
 
 @dataclass
@@ -127,6 +130,7 @@ class Handlers:
     check: Callable[[str, list], str] = lambda call, specs: ""
     outputs: Callable[[str, list], None] = lambda call, tensors: None
     sample: Callable[[str], dict | None] = lambda call: None
+    waits: frozenset[str] = frozenset()  # the messages this side will send (start, inputs, go): the only waits excused
 
 
 class Job:
@@ -155,6 +159,8 @@ class Job:
         self.output_errors: dict[str, str] = {}
         self.marks: dict[str, float] = {}
         self._kept: set[str] = set()
+        self.calls: list[dict] = []
+        self.timing: dict | None = None
         self._messages = 0
         self._state = threading.Lock()
         self._sent: dict[str, float] = {}
@@ -230,8 +236,11 @@ class Job:
         self.connection.close()
 
     def _tamper(self, what: str) -> None:
+        """Note a protocol violation and end the job at once: nothing it does from here is worth waiting for."""
         if len(self.tampering) < 20:
             self.tampering.append(what)
+        if len(self.tampering) == 1:
+            self.kill()
 
     def _take(self, message: dict, fds: list[int]) -> None:
         self._messages += 1
@@ -239,6 +248,8 @@ class Job:
             if self._messages == MAX_MESSAGES + 1:
                 self._tamper(f"more than {MAX_MESSAGES} messages on the channel")
             return
+        if self.tampering:
+            return  # the job is being ended: nothing more it says is taken
         kind = message.get("type")
         if kind == "phase":
             self._phase(message.get("name"))
@@ -248,6 +259,10 @@ class Job:
             self._sample(message.get("call"))
         elif kind == "clock":
             self._clock(message.get("mark"))
+        elif kind == "call" and isinstance(message.get("record"), dict) and len(self.calls) < MAX_CALLS:
+            self.calls.append(message["record"])
+        elif kind == "timing" and isinstance(message.get("summary"), dict) and self.timing is None:
+            self.timing = message["summary"]
         else:
             self._tamper(f"an unexpected message of type {str(kind)[:40]!r} on the channel")
 
@@ -259,8 +274,14 @@ class Job:
         if self.phase and PHASES.index(name) < PHASES.index(self.phase):
             self._tamper(f"phase {name} reported after {self.phase}")
             return
+        if name.startswith("wait_") and name[5:] not in self.handlers.waits:
+            self._tamper(f"a wait for {name[5:]}, which the judge never sends this job")
+            return
         with self._state:
             self.phase = name
+            for since in self._waits.values():  # a job that reports progress has stopped waiting
+                self._waited += now - since
+            self._waits.clear()
             if name.startswith("wait_") and name[5:] not in self._sent:
                 self._waits[name[5:]] = now
             if name not in COMPILE_PHASES and self._run_started is None:
@@ -317,7 +338,7 @@ class Job:
             self._tamper(f"a request for the subsample of {str(call)[:40]!r}")
             return
         try:
-            self.connection.send({"type": "sample", "call": call, **answer})
+            self.connection.send({"type": "sample", "call": call, "keep": bool(answer), **answer})
         except channel.ChannelClosed:
             pass
 
@@ -393,8 +414,11 @@ class Job:
         result, error = None, ""
         if returncode == 0:
             result, error = read_result(self.workdir / "result.json")
+            if result is not None and self.phase != "done" and "failure" not in result:
+                result, error = None, f"the job ended at phase {self.phase or 'start-up'} without finishing, yet left a result"
         return JobOutcome(result, returncode, timed_out, self.phase, _tail(self.workdir / "log.txt"), self.workdir,
-                          time.monotonic() - self.started, tuple(self.tampering), dict(self.output_errors), dict(self.marks), error)
+                          time.monotonic() - self.started, tuple(self.tampering), dict(self.output_errors), dict(self.marks), error,
+                          tuple(self.calls), self.timing)
 
 
 def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:

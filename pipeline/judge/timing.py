@@ -221,6 +221,7 @@ def time_calls(
     head_start_mode: str = "fixed",
     warmup_ms: float = 0.0,
     mark: Callable[[str], None] | None = None,
+    prepare_trial: Callable[[int], None] | None = None,
 ) -> Samples:
     """Time `call()` `trials` times after `warmup` untimed calls, then `warmup_ms` of calls back to back (`settle`).
 
@@ -229,6 +230,8 @@ def time_calls(
     device, so work pushed to other streams or threads shows up as a gap between the two. `on_output(i, out)` sees every trial's
     output after that sync (it can verify or keep it). `mark("trials_start")` and `mark("trials_end")` bracket the
     trials (the judge's worker tells the parent, whose own clock then bounds what the trials can have taken).
+    `prepare_trial(i)`, when given, loads trial i's inputs instead of `prepare` (the warm-up and settling calls
+    keep `prepare`).
 
     The flush, then a head start (`HeadStart(head_start_ms, head_start_mode)`), are queued but not waited for: the
     GPU is busy with them while the host launches the call, so the host's launch latency does not land inside the
@@ -240,6 +243,7 @@ def time_calls(
     changes nothing the loop reads (and the judge's integrity check names the change).
     """
     record, elapsed, synchronize, perf_counter, make_event = _record, _elapsed, _synchronize, _perf_counter, _Event
+    load_trial = prepare_trial or prepare
     head = HeadStart(head_start_ms, head_start_mode)
     queue_head, release_head = head.queue, head.launched
     for i in range(warmup):
@@ -254,7 +258,7 @@ def time_calls(
     for i in range(trials):
         t0 = perf_counter()  # the device is idle (synced after the last trial): `before` fires as soon as it is queued
         record(before)
-        prepare(i)  # queued, not waited for: a sync here would rest a power-limited GPU once more per trial
+        load_trial(i)  # queued, not waited for: a sync here would rest a power-limited GPU once more per trial
         flush()
         queue_head()
         t1 = perf_counter()

@@ -71,6 +71,7 @@ class CallClaim(_Claims):
     mutated_inputs: list[int]
     threads_after: int
     work: WorkClaim = Field(default_factory=WorkClaim)
+    checksum: list[float | None] = Field(default_factory=list)
 
 
 class TimingClaim(_Claims):
@@ -127,10 +128,20 @@ class WorkerReport(_Claims):
     failure: FailureClaim | None = None
 
 
-def read_report(result: dict[str, Any]) -> tuple[WorkerReport | None, str]:
-    """(report, '') or (None, why the worker's result is not a report)."""
+_TIMING_FIELDS = ("timing", "timing_wall", "timing_launch", "timing_sums", "timing_graph", "timing_head_start_capped",
+                  "timed_launches", "timed_calls", "timed_work", "threads_after_timing")
+
+
+def read_report(result: dict[str, Any], calls: tuple[dict, ...] = (), timing: dict | None = None) -> tuple[WorkerReport | None, str]:
+    """(report, '') or (None, why the worker's result is not a report). The call records and the timing summary
+    are the ones the worker sent on the channel as each was done (`calls`, `timing`), not what its result file
+    says at the end: a later call cannot rewrite an earlier one's record."""
+    merged = {k: v for k, v in result.items() if k not in _TIMING_FIELDS}
+    merged["calls"] = list(calls)
+    merged["checksums"] = {c.get("name"): c.get("checksum") for c in calls if isinstance(c, dict)}
+    merged.update(timing or {})
     try:
-        report = WorkerReport.model_validate(result)
+        report = WorkerReport.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
@@ -194,7 +205,7 @@ class Verdict:
         channel = self._channel_integrity(outcome)
         report = None
         if outcome.result is not None:
-            report, malformed = read_report(outcome.result)
+            report, malformed = read_report(outcome.result, outcome.calls, outcome.timing)
             if report is None:
                 channel = Check("channel_integrity", False, malformed)
         if channel.passed is False:
@@ -363,12 +374,12 @@ class CandidateChecks:
         return Check("triton_launched", True, f"launched: {per_call}")
 
     def torch_delegation(self) -> Check:
-        return delegation_check(self.reference.result, self.report, self.verdict.judge.compare_device == "cuda")
+        return delegation_check(self.reference.result, self.report)
 
     def same_inputs(self) -> Check:
         ref_sums = self.verdict.checked_reference.get("checksums", {})
         cand_sums = self.report.checksums
-        differ = [n for n, s in cand_sums.items() if not _close_sums(s, ref_sums.get(n))]
+        differ = [n for n, s in cand_sums.items() if not _close_sums(s, ref_sums.get(self.draw.reference_name(n)))]
         return Check("same_inputs", not differ, f"inputs regenerated differently for {', '.join(differ)}" if differ else "reference and candidate saw the same inputs")
 
     def output_structure(self) -> Check:
@@ -391,7 +402,7 @@ class CandidateChecks:
 
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
-        expected = list(self.calls) + ([t["name"] for t in draw.timed] if self.report.timing is not None else [])
+        expected = list(self.calls) + (draw.timed_names if self.report.timing is not None else [])
         missing = [n for n in expected if n not in comparer.results]
         for name in expected:
             if name in comparer.results:
@@ -458,7 +469,7 @@ class CandidateChecks:
 # Delegation by work ---------------------------------------------------------------------------------------------
 
 
-def delegation_check(reference: dict[str, Any], report: WorkerReport, on_gpu: bool) -> Check:
+def delegation_check(reference: dict[str, Any], report: WorkerReport) -> Check:
     """Whether torch (or the host) still does the job: every compute op outside a Triton kernel, on every call the
     candidate made (checked and timed), as a share of the reference's own work. A library primitive (a GEMM, a
     convolution, pooling, a scan, resampling: probes.LIBRARY_OPS) kept in torch is fine when the problem has other
@@ -479,25 +490,28 @@ def delegation_check(reference: dict[str, Any], report: WorkerReport, on_gpu: bo
         per = max(work.calls, 1) if name == "timed" else 1
         other_share = work_seconds(work.other_bytes, work.other_flops) / per / (ref_other if ref_other > 0 else ref_total)
         lib_share = 0.0 if library_allowed else work_seconds(work.library_bytes, work.library_flops) / per / ref_total
-        ops = {op for op in work.ops}
+        ops = set(work.ops)
         used |= ops
         library |= ops & LIBRARY_OPS
         if ref_ops and ref_ops <= ops:
             return Check("torch_delegation", False, f"every compute op of the reference still runs in torch ({', '.join(sorted(ref_ops))}), in call {name}: the kernels do not do the job")
         host_share = work.to_host_bytes / per / max(reference.get("min_bytes", 1), 1)
-        for share, what in ((other_share, "of the reference's non-library work" if ref_other > 0 else "of the reference's work"),
-                            (lib_share, "of the reference's work in library primitives (GEMMs, convolutions, pooling, scans), and the problem has nothing else to do"),
-                            (host_share if on_gpu else 0.0, "of the problem's bytes copied to the host")):
+        kinds = (
+            (other_share, f"torch computes {{share}} of the reference's {'non-library ' if ref_other > 0 else ''}work outside Triton kernels in call {name} ({{ops}})"),
+            (lib_share, f"library primitives ({{library}}) do {{share}} of the reference's work in call {name}, and the problem has nothing else to do"),
+            (host_share, f"{{share}} of the problem's bytes go to the host as numpy or Python data in call {name}"),
+        )
+        for share, text in kinds:
             if share > worst[0]:
-                worst = (share, what, name)
-    share, what, name = worst
+                worst = (share, text, name)
+    share, text, name = worst
     if share > NEGLIGIBLE_WORK:
-        ops = ", ".join(sorted(used - library)) or ", ".join(sorted(library))
-        return Check("torch_delegation", False, f"torch does {share:.0%} {what} in call {name} ({ops}): the kernels do not do the job")
+        story = text.format(share=f"{share:.0%}", ops=", ".join(sorted(used - library)) or "none", library=", ".join(sorted(library)))
+        return Check("torch_delegation", False, f"{story}: the kernels do not do the job")
     kept = f"; library kept: {', '.join(sorted(library))}" if library else ""
     if not used:
         return Check("torch_delegation", True, "no torch compute op used")
-    return Check("torch_delegation", True, f"torch compute ops still used: {', '.join(sorted(used))} (at most {share:.1%} {what or 'of the work'}){kept}")
+    return Check("torch_delegation", True, f"torch compute ops still used: {', '.join(sorted(used))} (at most {share:.1%} of the reference's work){kept}")
 
 
 def _close_sums(a: list, b: list | None) -> bool:

@@ -30,6 +30,8 @@ import torch
 from pipeline.judge import channel, timing
 from pipeline.judge.compare import subsample
 from pipeline.judge.probes import (
+    HostProbe,
+    WatchGuards,
     LaunchCounter,
     NamespaceSnapshot,
     Work,
@@ -96,10 +98,13 @@ class Job:
             except channel.ChannelClosed as exc:
                 raise JobFailure("infra_error", f"the judge closed the channel: {exc}")
 
-    def sample(self, call: str) -> dict[str, int]:
-        """The subsample of `call`'s outputs the judge compares, asked for once the call has returned."""
+    def sample(self, call: str) -> dict[str, int] | None:
+        """The subsample of `call`'s outputs the judge compares, asked for once the call has returned (None: the
+        judge does not compare this one)."""
         self.send({"type": "sample", "call": call})
         message = self.receive("sample", f"the sample of call {call}")
+        if not message.get("keep", True):
+            return None
         return {k: int(message[k]) for k in ("min_numel", "elements", "offset")}
 
     def outputs(self) -> OutputSink:
@@ -308,7 +313,7 @@ class ReferenceRun:
         model = problem.Model(*init).to(job.device)
         job.phase("reference")
         self.result["structure"], self.result["checksums"] = {}, {}
-        timed_inputs, work = [], Work()
+        work = Work()
         for k, input_set in enumerate(spec["sets"]):
             inputs = make_inputs(problem.get_inputs, input_set, job.device)
             self.result["checksums"][input_set["name"]] = checksum(inputs)
@@ -321,8 +326,6 @@ class ReferenceRun:
                     out = model(*inputs)
             job.sync()
             self.record(input_set, out)
-            if full and input_set["name"].startswith("timed_"):
-                timed_inputs.append(inputs)
             del out, inputs
         self.result["output_transport"] = self.outputs.transport
         if not full:
@@ -330,9 +333,10 @@ class ReferenceRun:
         self.result["work"] = work.to_json()
         first = next(s for s in spec["sets"] if not s.get("transform"))
         self.record_costs(model, make_inputs(problem.get_inputs, first, job.device))
-        if job.device.type == "cuda" and job.options["timing"] and timed_inputs:
+        timed = spec.get("timed_sets") or []
+        if job.device.type == "cuda" and job.options["timing"] and timed:
             job.phase("baselines")
-            self.time_baselines(model, timed_inputs)
+            self.time_baselines(model, [make_inputs(problem.get_inputs, s, job.device) for s in timed])
 
     def record(self, input_set: dict[str, Any], out: Any) -> None:
         kind, items = flatten_output(out)
@@ -394,7 +398,7 @@ def load_set(buffers: list[Any], source: list[Any]) -> None:
             dst.copy_(src)
 
 
-def time_model(fn, buffers, sets, opts, flush, on_output=None, mark=None) -> timing.Samples:
+def time_model(fn, buffers, sets, opts, flush, on_output=None, mark=None, prepare_trial=None) -> timing.Samples:
     return timing.time_calls(
         lambda: fn(*buffers),
         lambda i: load_set(buffers, sets[i % len(sets)]),
@@ -403,6 +407,7 @@ def time_model(fn, buffers, sets, opts, flush, on_output=None, mark=None) -> tim
         flush=flush,
         on_output=on_output,
         mark=mark,
+        prepare_trial=prepare_trial,
         **timing.timing_args(opts),
     )
 
@@ -424,12 +429,16 @@ class CandidateRun:
         self.outputs = job.outputs()
         self.calls: list[dict[str, Any]] = []
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
+        self.host = HostProbe()
+        self.guards = WatchGuards()
         self.snapshot: NamespaceSnapshot | None = None
         self.tampering: list[str] = []
 
     def run(self) -> None:
         job = self.job
         self.launches.install()
+        self.host.install()
+        self.guards.install()
         if job.device.type != "cuda":
             interpreter_autotune()
         warm_up(job.device)
@@ -444,11 +453,12 @@ class CandidateRun:
             model = self.load_candidate(get_init_inputs)
             plan = job.wait_for("inputs", "the inputs")
             job.spec["poison"] = plan["poison"]
+            self.result["checksums"] = {}
             self.check_calls(model, get_inputs, plan)
             if job.device.type == "cuda" and job.options["timing"]:
                 go = job.wait_for("go", "the timing")  # the device is ours alone from here
                 job.phase("timing")
-                self.time_candidate(model, get_inputs, go["timed_sets"])
+                self.time_candidate(model, get_inputs, go)
         finally:
             self.result["calls"] = self.calls
             self.result["kernels"] = dict(self.launches.counts)
@@ -460,6 +470,7 @@ class CandidateRun:
         changed = self.snapshot.changes()
         if self.launches.tampered():
             changed.append("the judge's launch counter")
+        changed += [f"{name} (switches the judge's watch on torch off)" for name in self.guards.used]
         if changed:
             self.tampering.extend(changed)
             raise JobFailure("banned", f"judge_integrity: replaced during {where}: {', '.join(changed)}")
@@ -474,6 +485,7 @@ class CandidateRun:
         job = self.job
         job.phase("import")
         construction = Work()
+        self.host.work = construction
         try:
             with WorkRecorder(construction):
                 module = load_module(job.spec["candidate_path"], "egg_candidate")
@@ -491,27 +503,34 @@ class CandidateRun:
                 model = model_cls(*init).to(job.device)
         except Exception as exc:
             raise JobFailure("compile_error", f"ModelNew(*get_init_inputs()) failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+        self.host.work = None
         self.result["construction_work"] = construction.to_json()
         self.verify("the import and construction")
         return model
 
     def call(self, model, inputs: list[Any], name: str, *, sample: bool) -> Any:
         """One observed call: poisoned free memory, its torch work, input-mutation check, launches, threads; once
-        it has returned and the judge's integrity is verified, its outputs (subsampled where the judge says)."""
+        it has returned and the judge's integrity is verified, its record goes to the judge at once (a later call
+        cannot edit it) and its outputs follow (subsampled where the judge says)."""
+        sums = checksum(inputs)
+        self.result["checksums"][name] = sums
         before = [v.clone() if isinstance(v, torch.Tensor) else None for v in inputs]
         self.poison()
         launches_before, own_before = self.launches.total(), self.launches.own_total()
         work = Work()
+        self.host.work = work
         try:
             with torch.no_grad(), WorkRecorder(work):
-                out = model(*inputs)
+                out = self.watched_call(model, inputs)
             self.job.sync()
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             raise JobFailure(status, f"call {name} raised {type(exc).__name__}: {exc}", traceback.format_exc())
+        finally:
+            self.host.work = None
         self.verify(f"call {name}")
         kind, items = flatten_output(out)
-        self.calls.append({
+        record = {
             "name": name,
             "kind": kind,
             "types": [f"{type(t).__module__}.{type(t).__qualname__}" for t in items],
@@ -521,9 +540,20 @@ class CandidateRun:
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
             "threads_after": live_threads() - self.threads_before,
             "work": work.to_json(),
-        })
+            "checksum": sums,
+        }
+        self.calls.append(record)
+        self.job.send({"type": "call", "record": record})
         keep_subsampled(self.outputs, name, items, self.job.sample(name) if sample else None)
         return out
+
+    def watched_call(self, model, inputs: list[Any]) -> Any:
+        """The candidate's forward, with the guards on torch's switches armed for exactly its duration."""
+        self.guards.active = True
+        try:
+            return model(*inputs)
+        finally:
+            self.guards.active = False
 
     def poison(self) -> None:
         """Fill memory the allocator will hand out next with NaN, so outputs that are never written show up."""
@@ -535,11 +565,9 @@ class CandidateRun:
 
     def check_calls(self, model, get_inputs, plan: dict[str, Any]) -> None:
         job = self.job
-        self.result["checksums"] = {}
         first_inputs = None
         for i, input_set in enumerate(plan["input_sets"]):
             inputs = make_inputs(get_inputs, input_set, job.device)
-            self.result["checksums"][input_set["name"]] = checksum(inputs)
             if i == 0:
                 job.phase("first_call")
             self.call(model, inputs, input_set["name"], sample=False)
@@ -551,47 +579,60 @@ class CandidateRun:
             self.call(model, first_inputs, f"repeat_{k + 1}", sample=True)
         job.phase("audit")
         audit = plan["audit_set"]
-        audit_inputs = make_inputs(get_inputs, audit, job.device)
-        self.result["checksums"][audit["name"]] = checksum(audit_inputs)
-        self.call(model, audit_inputs, audit["name"], sample=True)
+        self.call(model, make_inputs(get_inputs, audit, job.device), audit["name"], sample=True)
 
-    def time_candidate(self, model, get_inputs, timed: list[dict[str, Any]]) -> None:
+    def time_candidate(self, model, get_inputs, go: dict[str, Any]) -> None:
+        """The timed trials. Each loads one of the timed sets into the fixed buffers and scales its floating inputs
+        by the trial's own factor (so no two trials see the same values); after each, the judge says whether it
+        compares that trial's outputs (a few, chosen by it, told only now)."""
         job, opts = self.job, self.job.options
+        timed, scales = go["timed_sets"], go["scales"]
         sets = [make_inputs(get_inputs, s, job.device) for s in timed]
-        for s, inputs in zip(timed, sets):
-            self.result["checksums"][s["name"]] = checksum(inputs)
         buffers = [v.clone() if isinstance(v, torch.Tensor) else v for v in sets[0]]
+        floating = [v for v in buffers if isinstance(v, torch.Tensor) and v.is_floating_point()]
         flush = timing.L2Flush(opts["l2_flush_bytes"], job.device)
-        last_round = opts["timing_trials"] - len(sets)
         launches_before = self.launches.total()
         work = Work()
         recorder = WorkRecorder(work)
 
         def watched(*args):
             work.calls += 1
-            with recorder:
-                return model(*args)
+            self.host.work = work
+            try:
+                with recorder:
+                    return self.watched_call(model, list(args))
+            finally:
+                self.host.work = None
+
+        def prepare_trial(i: int) -> None:
+            load_set(buffers, sets[i % len(sets)])
+            for v in floating:
+                v.mul_(scales[i])
 
         def on_output(i: int, out: Any) -> None:
-            if i >= last_round:  # the last call of each input set is verified by the parent
-                self.verify(f"timed call {i + 1}")
-                name = timed[i % len(sets)]["name"]
-                keep_subsampled(self.outputs, name, flatten_output(out)[1], job.sample(name))
+            sample = job.sample(f"timed_{i}")
+            if sample is not None:
+                self.verify(f"timed trial {i}")
+                keep_subsampled(self.outputs, f"timed_{i}", flatten_output(out)[1], sample)
 
         self.verify("the calls before the timing")
         with torch.no_grad():
-            samples = time_model(watched, buffers, sets, opts, flush, on_output, mark=job.mark)
+            samples = time_model(watched, buffers, sets, opts, flush, on_output, mark=job.mark, prepare_trial=prepare_trial)
         self.verify("the timing")
-        self.result["timing"] = timing.summarize(samples.event_ms, samples.method)
-        self.result["timing_wall"] = timing.summarize(samples.wall_ms, "host_to_device_sync")
-        self.result["timing_launch"] = timing.summarize(samples.launch_ms, "host_launch")
-        self.result["timing_sums"] = sample_sums(samples)
-        self.result["timing_head_start_capped"] = samples.head_start_capped
-        self.result["timed_launches"] = self.launches.total() - launches_before
-        self.result["timed_calls"] = samples.calls
-        self.result["timed_work"] = work.to_json()
-        self.result["threads_after_timing"] = live_threads() - self.threads_before
+        summary = {
+            "timing": timing.summarize(samples.event_ms, samples.method),
+            "timing_wall": timing.summarize(samples.wall_ms, "host_to_device_sync"),
+            "timing_launch": timing.summarize(samples.launch_ms, "host_launch"),
+            "timing_sums": sample_sums(samples),
+            "timing_head_start_capped": samples.head_start_capped,
+            "timed_launches": self.launches.total() - launches_before,
+            "timed_calls": samples.calls,
+            "timed_work": work.to_json(),
+            "threads_after_timing": live_threads() - self.threads_before,
+        }
         if opts.get("cuda_graph"):
             graphed = timing.time_graph(lambda: model(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
             self.verify("the CUDA-graph timing")
-            self.result["timing_graph"] = timing.summarize(graphed.event_ms, graphed.method)
+            summary["timing_graph"] = timing.summarize(graphed.event_ms, graphed.method)
+        self.result.update(summary)
+        job.send({"type": "timing", "summary": summary})

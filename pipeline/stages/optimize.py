@@ -80,6 +80,15 @@ class Proposed:
     paradigm: str | None = None
 
 
+def verdict_key(options: Any) -> str:
+    """The key a stored verdict is kept under: the judge's options and the judge's own code, so a changed judge
+    never serves an old verdict for an unchanged candidate."""
+    from pipeline.judge.refcache import judge_code_fingerprint
+
+    material = {"options": to_jsonable(options), "judge": judge_code_fingerprint()}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+
+
 class Optimizer:
     """Runs the stages for one problem and keeps everything in the store."""
 
@@ -94,7 +103,7 @@ class Optimizer:
         self.started = time.monotonic()
         self._feedback: dict[str, list[str]] = {}
         self._calls_seen = 0  # stage -> what reviewers said when rejecting verdicts there
-        self.options_key = hashlib.sha256(json.dumps(to_jsonable(judge.options), sort_keys=True).encode()).hexdigest()[:16]
+        self.options_key = verdict_key(judge.options)
         self.timed = judge.options.device != "cpu" and judge.options.timing
 
     # the run -------------------------------------------------------------------------------------------------------

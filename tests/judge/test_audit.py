@@ -127,7 +127,7 @@ def test_writing_own_objects_is_not_patching(source):
 )
 def test_banned_modules_are_caught_in_any_import_form(source, module):
     found = [f for f in audit(source) if f.rule == "banned_import"]
-    assert found and module in found[0].message.split(":")[0]
+    assert any(module in f.message.split(":")[0] for f in found), found
 
 
 def test_banned_import_message_says_why():
@@ -543,7 +543,7 @@ def test_honest_candidates_have_no_findings(path):
         ("softmax_optional_import.py", None),
         ("leak_ancestor_environ.py", "dynamic_code"),
         ("leak_all_environ.py", "dynamic_code"),
-        ("leak_config_file.py", "dynamic_code"),
+        ("leak_config_file.py", "dynamic_code delegation"),  # numpy.fromfile: a file read, and numpy
         ("leak_dotenv.py", "dynamic_code"),
         ("escape_write.py", "dynamic_code"),
     ],

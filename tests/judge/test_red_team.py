@@ -1,0 +1,171 @@
+"""The red team's fixtures (tests/fixtures/redteam): each cheat is caught twice over, by the static audit where its
+source shows it and by the run-time checks with the audit switched off, and each unusual honest kernel passes.
+
+The audit-off runs are the point: they show what the parent's own facts catch when a candidate's source gets past
+every rule (fresh inputs it cannot know, outputs it cannot point elsewhere, its work watched on every call, the
+protocol enforced). A few fixtures only reach for something (a module, a frame) and do no harm once there; for
+those the audit is the line, and the run ends `ok`, which the table says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.judge.audit import audit_file
+from pipeline.judge.judge import Judge
+from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.types import EvalOptions, Status
+
+from .conftest import ROOT, TINY
+
+REDTEAM = ROOT / "tests" / "fixtures" / "redteam"
+SOFTMAX, SWISH, GELU = "level1/23_Softmax.py", "level1/15_Swish.py", "level1/16_GELU_Scale_Bias.py"
+FP32 = frozenset({"float32"})
+
+# (fixture, problem, the audit's first finding, the status and reason with the audit off)
+CHEATS = [
+    ("rt_manifest_paths.py", SOFTMAX, "dynamic_code", Status.BANNED, "triton_launched: no Triton kernel of the candidate launched"),
+    ("rt_sysmodules_probes.py", SOFTMAX, "banned_import", Status.COMPILE_ERROR, "importing the candidate failed: KeyError: 'pipeline.judge.probes'"),
+    ("rt_traceback_counter.py", SOFTMAX, "fallback", Status.BANNED, "judge_integrity: replaced during call trial_1: the judge's launch counter"),
+    ("rt_traceback_records.py", SOFTMAX, "fallback", Status.BANNED, "triton_launched: no Triton kernel of the candidate launched in call(s) trial_1"),
+    ("rt_gc_counter.py", SOFTMAX, "banned_import", Status.BANNED, "judge_integrity: replaced during call trial_1: the judge's launch counter"),
+    ("rt_gc_model.py", SOFTMAX, "banned_import", Status.BANNED, "torch_delegation: every compute op of the reference still runs in torch (_softmax)"),
+    ("rt_gelu_decomposed.py", GELU, None, Status.BANNED, "torch_delegation: torch computes"),
+    ("rt_numpy_softmax.py", SOFTMAX, "delegation", Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host"),
+    ("rt_array_protocol.py", SOFTMAX, "delegation", Status.BANNED, "torch_delegation: 100% of the problem's bytes go to the host"),
+    ("rt_tolist_python.py", SOFTMAX, "delegation", Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host"),
+    ("rt_unwatched_torch.py", SOFTMAX, "introspection", Status.OK, "passed every check"),  # watched on every call: only its kernel ran
+    ("rt_private_dispatch.py", SOFTMAX, "introspection", Status.BANNED, "judge_integrity: replaced during call trial_1: torch._C._DisableTorchDispatch"),
+    ("rt_memo_contents.py", SOFTMAX, None, Status.BANNED, "triton_launched: no Triton kernel of the candidate launched in call(s) repeat_1"),
+    ("rt_rebuild_inputs.py", SOFTMAX, None, Status.BANNED, "triton_launched: no Triton kernel of the candidate launched in call(s) trial_1"),
+    ("rt_third_of_output.py", SOFTMAX, None, Status.MISMATCH, "correctness: repeat_1:"),
+    ("rt_approx_fallback.py", SWISH, None, Status.BANNED, "triton_launched: no Triton kernel of the candidate launched in call(s) signed, scaled"),
+    ("rt_approx_only.py", SWISH, None, Status.MISMATCH, "correctness: signed:"),
+    ("rt_del_finalizer.py", SOFTMAX, "introspection", Status.BANNED, "judge_integrity: replaced during call trial_1: torch.backends.cuda.matmul.allow_tf32"),
+    ("rt_import_pipeline.py", SOFTMAX, "banned_import", Status.COMPILE_ERROR, "importing the candidate failed: ImportError: pipeline is egg's judge"),
+    ("rt_forged_region.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: an unexpected message of type 'region' on the channel"),
+    ("rt_forged_outputs.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: outputs of a call 'trial_9' the judge never made"),
+    ("rt_forged_wait.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: a wait for go, which the judge never sends this job"),
+    ("rt_flood.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: a clock mark 'trials_start' the judge did not expect"),
+    ("rt_fifo_files.py", SOFTMAX, "dynamic_code", Status.RUNTIME_ERROR, "the process exited with code 70 during phase done"),
+    ("rt_forged_result.py", SOFTMAX, "dynamic_code", Status.BANNED, "channel_integrity: the job ended at phase first_call without finishing"),
+    # the audit is the line: reaching the thing does no harm by itself once the judge's modules are out of reach
+    ("rt_torch_os_fork.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
+    ("rt_getattr_computed.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
+    ("rt_frames_via_generator.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_vars_of_module.py", SOFTMAX, "banned_import", Status.OK, "passed every check"),
+    ("rt_string_formatter.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_attrgetter.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_getattr_as_value.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_loader_get_data.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_subclasses_walk.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_pty_spawn.py", SOFTMAX, "banned_import", Status.OK, "passed every check"),  # its shell runs in the sandbox
+    ("rt_posixsubprocess.py", SOFTMAX, "banned_import", Status.OK, "passed every check"),
+    ("rt_torch_library.py", SOFTMAX, "monkey_patch", Status.OK, "passed every check"),
+]
+HONEST = [
+    ("honest_autotuned_softmax.py", SOFTMAX),
+    ("honest_cached_config.py", SOFTMAX),
+    ("honest_two_pass_softmax.py", SOFTMAX),
+    ("honest_reused_buffer.py", SOFTMAX),
+    ("honest_library_conv_epilogue.py", "level2/2_Conv2d_ReLU_BiasAdd.py"),
+    ("honest_sign_aware.py", SWISH),
+]
+
+
+def no_static_findings(source, reference_dtypes=frozenset()):
+    return ()
+
+
+@pytest.fixture(scope="module")
+def unaudited():
+    """The audit switched off (a test double of our own Auditor), a small subsample so extra calls use it."""
+    options = EvalOptions(device="cpu", compile_timeout_s=30, run_timeout_s=30, subsample_above=64)
+    with Judge(options, auditor=no_static_findings) as judge:
+        yield judge
+
+
+@pytest.fixture(scope="module")
+def audited():
+    with Judge(EvalOptions(device="cpu", compile_timeout_s=60, run_timeout_s=60)) as judge:
+        yield judge
+
+
+def test_every_fixture_of_the_red_team_is_in_the_table():
+    listed = {c[0] for c in CHEATS} | {h[0] for h in HONEST}
+    assert listed == {p.name for p in REDTEAM.glob("*.py")}
+    assert len(CHEATS) >= 30 and len(HONEST) >= 6
+
+
+@pytest.mark.parametrize("name, problem_file, rule, status, reason", CHEATS, ids=[c[0] for c in CHEATS])
+def test_the_audit_names_what_the_source_shows(name, problem_file, rule, status, reason):
+    findings = audit_file(REDTEAM / name, reference_dtypes=FP32)
+    assert (findings[0].rule if findings else None) == rule, findings
+
+
+@pytest.mark.parametrize("name, problem_file, rule, status, reason", CHEATS, ids=[c[0] for c in CHEATS])
+def test_with_the_audit_off_the_run_time_checks_give_the_verdict(unaudited, name, problem_file, rule, status, reason):
+    result = unaudited.evaluate(load_problem(TINY / problem_file), load_candidate(REDTEAM / name))
+    assert (result.status, result.reason[: len(reason)]) == (status, reason), result.reason
+    assert result.duration_s < 20  # no attack holds the judge up: it ends the job at its first violation
+
+
+@pytest.mark.parametrize("name, problem_file", HONEST, ids=[h[0] for h in HONEST])
+def test_unusual_honest_kernels_pass_the_full_judge(audited, name, problem_file):
+    result = audited.evaluate(load_problem(TINY / problem_file), load_candidate(REDTEAM / name))
+    assert (result.status, result.reason) == (Status.OK, "passed every check"), (result.reason, result.log_tail[-2000:])
+
+
+def test_a_library_primitive_is_the_whole_job_on_a_problem_that_is_nothing_else(audited, tmp_path):
+    """Keeping cuDNN's convolution is fine beside other work (above); on a problem that is only a convolution, a
+    Triton copy of torch's convolution is delegation."""
+    kernel = (REDTEAM / "honest_library_conv_epilogue.py").read_text()
+    source = kernel.replace("tl.maximum(y, 0.0) + b", "y + 0.0 * b")
+    path = tmp_path / "conv_only.py"
+    path.write_text(source)
+    conv_only = tmp_path / "22_Conv2d.py"
+    conv_only.write_text((TINY / "level2/2_Conv2d_ReLU_BiasAdd.py").read_text().replace(
+        "        x = torch.relu(x)\n        return x + self.bias", "        return x"))
+    result = audited.evaluate(load_problem(conv_only), load_candidate(path))
+    assert (result.status, result.reason[:60]) == (Status.BANNED, "torch_delegation: every compute op of the reference still ru")
+
+
+def work(ops: dict[str, int], library_bytes=0, library_flops=0, other_bytes=0, to_host_bytes=0) -> dict:
+    return {"ops": ops, "library_bytes": library_bytes, "library_flops": library_flops, "other_bytes": other_bytes,
+            "other_flops": 0, "to_host_bytes": to_host_bytes, "calls": 0}
+
+
+def delegation(reference_work: dict, reference_ops: list[str], call_work: dict):
+    from pipeline.judge.verdict import WorkerReport, delegation_check
+
+    call = {"name": "trial_1", "kind": "tensor", "types": [], "tensors": [], "launches": 1, "own_launches": 1,
+            "mutated_inputs": [], "threads_after": 0, "work": call_work}
+    reference = {"work": reference_work, "ops": reference_ops, "min_bytes": 8 << 20}
+    return delegation_check(reference, WorkerReport.model_validate({"calls": [call]}))
+
+
+GEMM_GELU = work({"mm": 1, "gelu": 1}, library_bytes=6 << 20, library_flops=2 * 1024**3, other_bytes=8 << 20)
+
+
+def test_delegation_by_work_allows_a_library_gemm_beside_its_fused_epilogue():
+    check = delegation(GEMM_GELU, ["gelu", "mm"], work({"mm": 1}, library_bytes=6 << 20, library_flops=2 * 1024**3))
+    assert check.passed and check.detail.endswith("library kept: mm"), check.detail
+
+
+def test_delegation_by_work_bans_the_epilogue_in_torch_however_it_is_spelled():
+    spelled = work({"mm": 1, "erf": 1, "mul": 3, "add": 1}, library_bytes=6 << 20, library_flops=2 * 1024**3, other_bytes=40 << 20)
+    check = delegation(GEMM_GELU, ["gelu", "mm"], spelled)
+    assert check.passed is False and check.detail.startswith("torch computes 500% of the reference's non-library work"), check.detail
+
+
+def test_delegation_by_work_bans_a_library_call_that_is_the_whole_problem():
+    conv_only = work({"convolution": 1}, library_bytes=6 << 20, library_flops=1024**3)
+    check = delegation(conv_only, ["convolution"], work({"mm": 1}, library_bytes=6 << 20, library_flops=1024**3))
+    assert check.passed is False and check.detail.startswith("library primitives (mm) do 100% of the reference's work"), check.detail
+
+
+def test_delegation_by_work_forgives_a_negligible_torch_op():
+    check = delegation(GEMM_GELU, ["gelu", "mm"], work({"mm": 1, "sum": 1}, library_bytes=6 << 20, library_flops=2 * 1024**3, other_bytes=64 << 10))
+    assert check.passed, check.detail
