@@ -60,31 +60,44 @@ def signal_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| relative to how much the reference varies (||ref - mean||), or to ||ref|| if it is constant.
 
     A constant or zero output scores about 1 however small the reference is; an honest one scores near rounding.
+    Summed chunk by chunk, so a GiB output needs no float64 copy of itself.
     """
-    out, ref = out.double(), ref.double()
-    err = float(torch.linalg.vector_norm(out - ref))
-    scale = float(torch.linalg.vector_norm(ref - ref.mean()))
+    flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+    mean = float(flat_ref.double().sum()) / max(flat_ref.numel(), 1)
+    err2 = dev2 = norm2 = 0.0
+    for start in range(0, flat_ref.numel(), CHUNK_ELEMENTS):
+        o = flat_out[start : start + CHUNK_ELEMENTS].double()
+        r = flat_ref[start : start + CHUNK_ELEMENTS].double()
+        err2 += float(((o - r) ** 2).sum())
+        dev2 += float(((r - mean) ** 2).sum())
+        norm2 += float((r * r).sum())
+    err, scale = err2**0.5, dev2**0.5
     if scale == 0.0:
-        scale = float(torch.linalg.vector_norm(ref))
+        scale = norm2**0.5
     if scale == 0.0:
         return 0.0 if err == 0.0 else float("inf")
     return err / scale
 
 
-def _nonfinite_mismatch(out: torch.Tensor, ref: torch.Tensor) -> str:
-    """Where NaN or Inf differ: the candidate must be finite where the reference is, and match it where not."""
+def _nonfinite_mismatch(out: torch.Tensor, ref: torch.Tensor, start: int = 0, shape: torch.Size | None = None) -> str:
+    """Where NaN or Inf differ: the candidate must be finite where the reference is, and match it where not
+    (`out` and `ref` may be flat chunks of tensors of `shape` beginning at element `start`)."""
     out_nan, ref_nan = out.isnan(), ref.isnan()
     bad = out_nan ^ ref_nan
     finite_out, finite_ref = ~out.isinf(), ~ref.isinf()
     bad |= (out.isinf() | ref.isinf()) & ~((out == ref) & ~finite_out & ~finite_ref)
     if not bool(bad.any()):
         return ""
-    index = tuple(int(i) for i in bad.nonzero()[0])
-    return f"non-finite mismatch at {list(index)}: candidate {float(out[index])}, reference {float(ref[index])}"
+    position = tuple(int(i) for i in bad.nonzero()[0])
+    where = _index(start + position[0], shape) if shape is not None else list(position)
+    return f"non-finite mismatch at {where}: candidate {float(out[position])}, reference {float(ref[position])}"
+
+
+CHUNK_ELEMENTS = 1 << 26  # large outputs are compared this many elements at a time (float64 copies of GiBs add up)
 
 
 def compare_tensor(out: torch.Tensor, ref: torch.Tensor, *, degenerate: bool) -> tuple[bool, float | None, float | None, str]:
-    """(passed, max abs error, max rel error, detail) for one output tensor."""
+    """(passed, max abs error, max rel error, detail) for one output tensor, chunk by chunk for large ones."""
     if out.shape != ref.shape:
         return False, None, None, f"shape {list(out.shape)} != reference {list(ref.shape)}"
     if out.dtype != ref.dtype:
@@ -95,28 +108,44 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, *, degenerate: bool) ->
         same = bool(torch.equal(out, ref))
         return same, None, None, "" if same else "integer/bool output differs from the reference"
     tol = tolerance(ref.dtype)
-    o, r = out.double(), ref.double()
-    nonfinite = _nonfinite_mismatch(o, r)
-    finite = torch.isfinite(r) & torch.isfinite(o)
-    diff = (o - r).abs().where(finite, torch.zeros_like(o))
-    max_abs = float(diff.max())
-    max_rel = float((diff / r.abs().clamp_min(tol)).max())
+    flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+    max_abs = max_rel = 0.0
+    outside, first, worst, worst_err = 0, None, 0, -1.0
+    nonfinite = ""
+    for start in range(0, flat_ref.numel(), CHUNK_ELEMENTS):
+        o = flat_out[start : start + CHUNK_ELEMENTS].double()
+        r = flat_ref[start : start + CHUNK_ELEMENTS].double()
+        nonfinite = nonfinite or _nonfinite_mismatch(o, r, start, out.shape)
+        finite = torch.isfinite(r) & torch.isfinite(o)
+        diff = (o - r).abs().where(finite, torch.zeros_like(o))
+        chunk_max = float(diff.max())
+        if chunk_max > worst_err:
+            worst_err, worst = chunk_max, start + int(diff.argmax())
+        max_abs = max(max_abs, chunk_max)
+        max_rel = max(max_rel, float((diff / r.abs().clamp_min(tol)).max()))
+        bad = ~(diff <= tol + tol * r.abs())
+        count = int(bad.sum())
+        if count and first is None:
+            first = start + int(bad.nonzero()[0])
+        outside += count
     if nonfinite:
         return False, max_abs, max_rel, nonfinite
-    within = diff <= tol + tol * r.abs()
-    if not bool(within.all()):
-        index = tuple(int(i) for i in (~within).nonzero()[0])
-        worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    if outside:
+        o_first, r_first = float(flat_out[first]), float(flat_ref[first])
         return False, max_abs, max_rel, (
-            f"{int((~within).sum())} of {o.numel()} elements outside atol=rtol={tol:g}; first at {list(index)} "
-            f"(candidate {float(o[index]):.6g}, reference {float(r[index]):.6g}); worst at {list(worst)}"
+            f"{outside} of {out.numel()} elements outside atol=rtol={tol:g}; first at {_index(first, out.shape)} "
+            f"(candidate {o_first:.6g}, reference {r_first:.6g}); worst at {_index(worst, out.shape)}"
         )
     if degenerate:
-        err = signal_error(o, r)
+        err = signal_error(out, ref)
         limit = SIGNAL_TOLERANCE.get(ref.dtype, 1e-3)
         if err > limit:
             return False, max_abs, max_rel, f"degenerate problem: error relative to the reference's variation is {err:.3g} > {limit:g}"
     return True, max_abs, max_rel, ""
+
+
+def _index(flat: int, shape: torch.Size) -> list[int]:
+    return [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)] if len(shape) else []
 
 
 def compare_outputs(name: str, outs: list[torch.Tensor], refs: list[torch.Tensor], *, degenerate: bool = False, device: str = "cpu") -> TrialResult:

@@ -169,6 +169,13 @@ def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | 
         job.phase("done")
     except JobFailure as failure:
         result["failure"] = {"status": failure.status, "message": failure.message, "detail": failure.detail}
+    except torch.OutOfMemoryError as exc:  # outside the candidate's calls: the problem does not fit as judged
+        result["failure"] = {"status": "infra_error", "message": f"out of GPU memory while the judge's worker prepared a call "
+                             f"(phase {job.phase_starts[-1][0] if job.phase_starts else 'start-up'}): the problem does not fit this GPU as judged",
+                             "detail": traceback.format_exc()}
+    except Exception as exc:  # the worker's own fault: a verdict that says so, not a silent exit
+        result["failure"] = {"status": "infra_error", "message": f"the judge's worker failed: {type(exc).__name__}: {exc}",
+                             "detail": traceback.format_exc()}
     result["phase_s"] = job.phase_seconds()
     job.write_result(result)
     if job.channel is not None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 import torch
 
 from pipeline.judge.judge import Judge
+from pipeline.problems.loader import load_problem
 from pipeline.types import EvalOptions, Status
 
 from ..judge.conftest import candidate, problem
@@ -33,9 +36,9 @@ def test_honest_candidate_is_timed_against_both_baselines(gpu_judge):
     assert result.timing.ci95_low_ms <= result.timing.median_ms <= result.timing.ci95_high_ms
     assert set(result.baselines) == {"eager", "compile"} and set(result.speedups) == {"eager", "compile"}
     checks = {c.name: c for c in result.checks}
-    assert checks["side_stream"].passed and checks["physical_limit"].passed
-    # every timed set's last output was verified
-    assert {t.name for t in result.trials} >= {"timed_0", "timed_1", "timed_2"}
+    assert checks["side_stream"].passed and checks["physical_limit"].passed and checks["timing_bracket"].passed
+    # five timed trials, chosen by the judge after each returned, were compared with the reference's outputs
+    assert sum(t.name.startswith("timed_") for t in result.trials) == 5
 
 
 def test_side_stream_work_is_caught_at_run_time():
@@ -55,7 +58,7 @@ def test_stale_memory_is_poisoned(gpu_judge):
 def test_patched_cuda_timer_is_caught_at_run_time():
     with Judge(EvalOptions(device="cuda", timing_trials=10), auditor=no_static_findings) as judge:
         result = judge.evaluate(problem(SOFTMAX), candidate("cheat_timer_patch.py"))
-    assert result.status is Status.BANNED and result.reason.startswith("timer_integrity:"), result.reason
+    assert result.status is Status.BANNED and result.reason.startswith("judge_integrity:"), result.reason
     assert "torch.cuda.Event.elapsed_time" in result.reason
 
 
@@ -71,3 +74,39 @@ def test_graph_replay_is_timed_when_asked():
         result = judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
     assert result.status is Status.OK, result.reason
     assert {"eager_graph", "compile_graph"} <= set(result.baselines)
+
+
+SUITE = pathlib.Path(__file__).resolve().parents[2] / "data" / "problems" / "suite"
+
+
+def unaudited(**options):
+    return Judge(EvalOptions(device="cuda", **options), auditor=no_static_findings)
+
+
+def test_a_small_side_stream_kernel_is_caught_where_the_old_allowance_hid_it():
+    """All the work on a side stream, about a tenth of a millisecond of it: within 25% + 0.25 ms of the events
+    (the old allowance), beyond what the reference's own gap allows."""
+    with unaudited(timing_trials=30) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("gpu_side_stream_small.py"))
+    assert (result.status, result.reason.split(":")[0]) == (Status.BANNED, "side_stream"), (result.reason, result.log_tail)
+
+
+def test_numpy_on_the_host_is_delegation_on_the_gpu_too():
+    with unaudited(timing_trials=10) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("gpu_host_numpy.py"))
+    assert result.status is Status.BANNED and result.reason.startswith("torch_delegation: "), result.reason
+    assert "go to the host" in result.reason
+
+
+def test_a_cache_keyed_on_scale_free_contents_is_caught_on_the_timed_trials():
+    """Every timed trial's inputs are scaled by a factor of its own: a key that ignores scale replays a stale
+    product, and the trials the judge compares show it."""
+    with unaudited(timing_trials=30) as judge:
+        result = judge.evaluate(problem("level1/1_GEMM_Square.py"), candidate("gpu_ratio_cache.py"))
+    assert result.status is Status.MISMATCH and result.reason.startswith("correctness: timed_"), result.reason
+
+
+def test_times_rewritten_through_the_frames_are_caught_by_the_judges_own_clock():
+    with unaudited(timing_trials=30, baselines=("eager",)) as judge:
+        result = judge.evaluate(load_problem(SUITE / SOFTMAX), candidate("gpu_frames_timing.py"))
+    assert result.status is Status.BANNED and result.reason.startswith("timing_bracket: reported times far below"), result.reason
