@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -125,9 +126,11 @@ class _Mapping:
         driver.cuMemRelease(_u64(self.handle))
 
     def __del__(self) -> None:
+        if sys.is_finalizing():  # the process is ending and takes the memory with it; a driver call now aborts it
+            return
         try:
             self.close()
-        except Exception:  # interpreter shutdown: the driver may already be gone
+        except Exception:  # the driver may already be gone
             pass
 
 
