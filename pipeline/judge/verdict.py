@@ -28,8 +28,11 @@ if TYPE_CHECKING:
 # share plus the reference's own gap (its eager baseline's, measured the same way) times GAP_FACTOR, at least
 # SIDE_STREAM_SLACK_MS.
 SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS, GAP_FACTOR = 1.10, 0.05, 3.0
-# The parent's clock around the timed trials may exceed what the worker's times explain by this factor and slack.
-BRACKET_FACTOR, BRACKET_SLACK_MS = 2.0, 20.0
+# The parent's clock around the timed trials may exceed what the worker's times explain by this factor and slack;
+# beyond FLAG_FACTOR the verdict carries a flag, beyond BRACKET_FACTOR the times are taken as forged. (On the H200
+# honest first checks of GiB problems read up to 4.3x, which session 10 could not yet explain: see
+# bench/results/2026-12-01-s10/README.md.)
+BRACKET_FACTOR, FLAG_FACTOR, BRACKET_SLACK_MS = 10.0, 2.0, 20.0
 # A candidate faster than this fraction of the physical floor is flagged (noise and cache effects stay below it).
 PHYSICAL_LIMIT_MARGIN = 0.9
 # Datasheet dense tensor peaks (FLOP/s) by device name; the floor uses the fastest precision that could pass.
@@ -430,8 +433,10 @@ class CandidateChecks:
         detail = f"the judge's clock saw {bracket_ms:.4g} ms of trials; the worker's times explain {explained_ms:.4g} ms"
         if bracket_ms > BRACKET_FACTOR * explained_ms + BRACKET_SLACK_MS:
             return Check("timing_bracket", False, "reported times far below what the trials took: " + detail)
-        if explained_ms - overhead > BRACKET_FACTOR * bracket_ms + BRACKET_SLACK_MS:
+        if explained_ms - overhead > FLAG_FACTOR * bracket_ms + BRACKET_SLACK_MS:
             return Check("timing_bracket", False, "reported times longer than the trials took: " + detail)
+        if bracket_ms > FLAG_FACTOR * explained_ms + BRACKET_SLACK_MS:
+            self.verdict.flags.append(Flag("timing_unexplained", f"the timed trials took longer than their times explain: {detail}"))
         return Check("timing_bracket", True, detail)
 
     def side_stream(self) -> Check:

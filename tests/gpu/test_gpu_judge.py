@@ -109,4 +109,5 @@ def test_a_cache_keyed_on_scale_free_contents_is_caught_on_the_timed_trials():
 def test_times_rewritten_through_the_frames_are_caught_by_the_judges_own_clock():
     with unaudited(timing_trials=30, baselines=("eager",)) as judge:
         result = judge.evaluate(load_problem(SUITE / SOFTMAX), candidate("gpu_frames_timing.py"))
-    assert result.status is Status.BANNED and result.reason.startswith("timing_bracket: reported times far below"), result.reason
+    assert result.status is Status.BANNED, result.reason
+    assert result.reason.startswith(("timing_bracket: reported times far below", "physical_limit: faster than physically possible")), result.reason
