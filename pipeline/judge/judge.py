@@ -297,6 +297,7 @@ class Comparer:
         self.results: dict[str, TrialResult] = {}
         self._repeats_left = repeats
         self._asked: set[str] = set()
+        self.trial_clock: list[float] = []
         self._lock = threading.Lock()
 
     def drop_reference(self, names: set[str]) -> None:
@@ -358,7 +359,13 @@ class Comparer:
             if call in self._asked or not (call in self.draw.offsets or self.draw.is_timed_trial(call)):
                 return None
             self._asked.add(call)
+            if self.draw.is_timed_trial(call):
+                self.trial_clock.append(time.monotonic())
         return self.draw.sample(call) or {}
+
+    def trial_periods_ms(self) -> list[float]:
+        """The parent's clock between consecutive timed trials (each asks for its sample once it has returned)."""
+        return [(b - a) * 1e3 for a, b in zip(self.trial_clock, self.trial_clock[1:])]
 
 
 def _nbytes(dtype: str, shape: list[int]) -> int:

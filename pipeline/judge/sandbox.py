@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pipeline
-from pipeline.judge import channel, isolation
+from pipeline.judge import channel, isolation, limits
 from pipeline.judge.channel import CALL_NAME, COMPILE_PHASES, MAX_MESSAGES, PHASES
 
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -34,6 +34,7 @@ LOG_TAIL_CHARS = 4000
 MAX_RESULT_BYTES = 32 << 20  # a result.json larger than this is not a worker's
 MAX_REGION_BYTES = 1 << 40
 MAX_CALLS = 1000  # call records one job may send
+MEMORY_LOOK_S = 0.1  # how often the parent sums a job's resident memory
 SHM_MIN_FREE_BYTES = 32 << 30
 
 
@@ -119,6 +120,9 @@ class JobOutcome:
     result_error: str = ""  # why a result.json that exists could not be taken
     calls: tuple[dict, ...] = ()  # each call's record, as the job sent it when the call returned
     timing: dict | None = None  # the timed trials' summary, as the job sent it when they ended
+    output_dropped: int = 0  # bytes of the job's printed output the log dropped (its tail is kept)
+    memory_limit_bytes: int | None = None  # the limit the parent held the job to (`timed_out` "memory" past it)
+    peak_rss_bytes: int = 0  # the most resident memory the parent saw the job's processes hold
 
 
 @dataclass
@@ -143,8 +147,10 @@ class Job:
     job cannot stretch its own limits."""
 
     def __init__(self, pool: WorkerPool, workdir: Path, compile_timeout_s: float, run_timeout_s: float,
-                 handlers: Handlers | None = None) -> None:
+                 handlers: Handlers | None = None, memory_bytes: int | None = None) -> None:
         self.pool, self.workdir = pool, workdir
+        self.memory_bytes = memory_bytes
+        self.peak_rss = 0
         self.job_id = workdir.name
         self.compile_timeout_s, self.run_timeout_s = compile_timeout_s, run_timeout_s
         self.handlers = handlers or Handlers()
@@ -161,6 +167,7 @@ class Job:
         self._kept: set[str] = set()
         self.calls: list[dict] = []
         self.timing: dict | None = None
+        self.output_dropped = 0
         self._messages = 0
         self._state = threading.Lock()
         self._sent: dict[str, float] = {}
@@ -364,7 +371,7 @@ class Job:
             return self._waited + sum(now - since for since in self._waits.values())
 
     def _watch(self) -> tuple[int | None, str | None]:
-        pid = None
+        pid, next_look = None, 0.0
         while True:
             try:
                 event = self.events.get(timeout=0.05)
@@ -374,6 +381,7 @@ class Job:
                 if event["event"] == "started":
                     pid = event["pid"]
                 elif event["event"] == "exited":
+                    self.output_dropped = int(event.get("dropped") or 0)
                     return event["returncode"], None
                 elif event["event"] == "server_died":
                     raise InfraError("the worker server died")
@@ -388,6 +396,13 @@ class Job:
                 _kill_group(pid)
                 self._wait_exit()
                 return None, which
+            if self.memory_bytes and pid is not None and now >= next_look:
+                next_look = now + MEMORY_LOOK_S
+                self.peak_rss = max(self.peak_rss, limits.tree_rss_bytes(pid))
+                if self.peak_rss > self.memory_bytes:
+                    _kill_group(pid)
+                    self._wait_exit()
+                    return None, "memory"
 
     def _wait_exit(self, timeout_s: float = 10.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -418,7 +433,7 @@ class Job:
                 result, error = None, f"the job ended at phase {self.phase or 'start-up'} without finishing, yet left a result"
         return JobOutcome(result, returncode, timed_out, self.phase, _tail(self.workdir / "log.txt"), self.workdir,
                           time.monotonic() - self.started, tuple(self.tampering), dict(self.output_errors), dict(self.marks), error,
-                          tuple(self.calls), self.timing)
+                          tuple(self.calls), self.timing, self.output_dropped, self.memory_bytes, self.peak_rss)
 
 
 def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -562,16 +577,19 @@ class WorkerPool:
         return path
 
     def start(self, spec: dict[str, Any], workdir: Path, *, compile_timeout_s: float, run_timeout_s: float,
-              read_only: tuple[str, ...] = (), cache_key: str = "shared", handlers: Handlers | None = None) -> Job:
+              read_only: tuple[str, ...] = (), cache_key: str = "shared", handlers: Handlers | None = None,
+              job_limits: limits.Limits | None = None) -> Job:
         """Start one job in a fresh child. `read_only`: the files it reads besides Python and egg (the problem, the
         candidate); `cache_key`: whose compile caches it may write (one candidate's, one problem's); `handlers`:
         what to do with its outputs and requests as they come."""
         (workdir / "spec.json").write_text(json.dumps(spec))
-        job = Job(self, workdir, compile_timeout_s, run_timeout_s, handlers)
+        job_limits = job_limits or limits.default_limits()
+        job = Job(self, workdir, compile_timeout_s, run_timeout_s, handlers, job_limits.memory_bytes)
         try:
             server = self._ensure_server()
             request = {"job_id": job.job_id, "spec_path": str(workdir / "spec.json"), "log_path": str(workdir / "log.txt"),
-                       "isolation": self.plan(workdir, read_only, cache_key).to_json(), "trusted_cache": str(self._trusted_cache())}
+                       "isolation": self.plan(workdir, read_only, cache_key).to_json(), "trusted_cache": str(self._trusted_cache()),
+                       "limits": job_limits.to_json(), "device": self.device}
             with self._lock:
                 self._jobs[job.job_id] = job
                 server.stdin.write((json.dumps(request) + "\n").encode())

@@ -73,6 +73,7 @@ class CallClaim(_Claims):
     own_launches: int
     mutated_inputs: list[int]
     threads_after: int
+    processes_after: int = 0
     work: WorkClaim = Field(default_factory=WorkClaim)
     checksum: list[float | None] = Field(default_factory=list)
 
@@ -216,6 +217,9 @@ class Verdict:
             return self.result(Status.BANNED, f"channel_integrity: {channel.detail}", log_tail=tail)
         if report is not None:
             self._record_sandbox(report)
+        if outcome.output_dropped:
+            self.flags.append(Flag("output_dropped", f"the candidate printed {outcome.output_dropped / 1e6:.1f} MB more than its log keeps: "
+                                                     "the middle was dropped, the tail is kept"))
         early = self._early_exit(outcome, report)
         if early is not None:
             return early
@@ -269,6 +273,10 @@ class Verdict:
     def _early_exit(self, outcome: JobOutcome, report: WorkerReport | None) -> EvalResult | None:
         """A verdict when the run did not get to the checks: a timeout, a crash, or an error it reported."""
         tail = outcome.log_tail
+        if outcome.timed_out == "memory":
+            return self.result(Status.RUNTIME_ERROR, f"over the memory limit of {outcome.memory_limit_bytes / 2**30:.3g} GB: the job's "
+                               f"processes held {outcome.peak_rss_bytes / 2**30:.3g} GB when the judge ended it (phase {outcome.phase or 'start-up'})",
+                               log_tail=tail)
         if outcome.timed_out:
             limit = self.options.compile_timeout_s if outcome.timed_out == "compile" else self.options.run_timeout_s
             return self.result(Status.TIMEOUT, f"{outcome.timed_out} phase ({outcome.phase or 'start-up'}) exceeded {limit:g} s; the process group was killed", log_tail=tail)
@@ -361,8 +369,13 @@ class CandidateChecks:
         leaked = [n for n, c in self.calls.items() if c.threads_after > 0]
         if self.report.threads_after_timing > 0:
             leaked.append("timing")
-        detail = f"threads still running after call(s) {', '.join(leaked)}" if leaked else "no thread outlived a call"
-        return Check("background_threads", not leaked, detail)
+        if leaked:
+            return Check("background_threads", False, f"threads still running after call(s) {', '.join(leaked)}")
+        spawned = [n for n, c in self.calls.items() if c.processes_after > 0]
+        if spawned:
+            most = max(c.processes_after for c in self.calls.values())
+            return Check("background_threads", False, f"processes still running after call(s) {', '.join(spawned)} (up to {most})")
+        return Check("background_threads", True, "no thread or process outlived a call")
 
     def triton_launched(self) -> Check:
         idle = [n for n, c in self.calls.items() if c.own_launches < 1]
@@ -428,9 +441,14 @@ class CandidateChecks:
         if sums is None or start is None or end is None:
             return Check("timing_bracket", False, "the timed trials were not marked on the judge's channel")
         bracket_ms = (end - start) * 1e3
-        overhead = self.reference.calibration.get("overhead_ms_per_trial", 0.0) * sums.trials
+        per_trial = self.reference.calibration.get("overhead_ms_per_trial", 0.0)
+        overhead = per_trial * sums.trials
         explained_ms = sums.event_ms + sums.launch_ms + overhead
-        detail = f"the judge's clock saw {bracket_ms:.4g} ms of trials; the worker's times explain {explained_ms:.4g} ms"
+        periods = sorted(self.comparer.trial_periods_ms()) if self.comparer is not None else []
+        period = f"; median trial period on its clock {periods[len(periods) // 2]:.4g} ms" if periods else ""
+        detail = (f"the judge's clock saw {bracket_ms:.4g} ms of trials; the worker's times explain {explained_ms:.4g} ms "
+                  f"({sums.event_ms:.4g} ms device, {sums.launch_ms:.4g} ms launching, {per_trial:.3g} ms a trial of the "
+                  f"reference's own overhead){period}")
         if bracket_ms > BRACKET_FACTOR * explained_ms + BRACKET_SLACK_MS:
             return Check("timing_bracket", False, "reported times far below what the trials took: " + detail)
         if explained_ms - overhead > FLAG_FACTOR * bracket_ms + BRACKET_SLACK_MS:

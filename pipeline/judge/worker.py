@@ -387,6 +387,26 @@ class ReferenceRun:
         self.result["baselines"], self.result["baseline_sums"], self.result["baseline_errors"] = baselines, sums, errors
 
 
+def other_processes() -> int:
+    """Processes of this job's PID namespace other than its init (1) and this worker (2): a process left running
+    after a call can go on working outside the judge's clock. 0 when the job has no namespace of its own."""
+    if os.getpid() != 2:
+        return 0
+    try:
+        return sum(1 for name in os.listdir("/proc") if name.isdigit() and int(name) > 2 and _running(name))
+    except OSError:
+        return 0
+
+
+def _running(pid: str) -> bool:
+    """Not a zombie: a process that has exited but was not reaped does no work."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def sample_sums(samples: timing.Samples) -> dict[str, float]:
     """Totals of a timed run's trials: what the parent's clock around them is checked against."""
     return {"event_ms": sum(samples.event_ms), "launch_ms": sum(samples.launch_ms), "wall_ms": sum(samples.wall_ms),
@@ -420,6 +440,15 @@ def time_model(fn, buffers, sets, opts, flush, on_output=None, mark=None, prepar
 
 
 # The candidate ----------------------------------------------------------------------------------------------------
+
+
+def _raised(exc: BaseException) -> str:
+    """How a call ended in an exception, naming the job's memory limit when that is what it hit."""
+    text = f"raised {type(exc).__name__}: {exc}"
+    limit = os.environ.get("EGG_JOB_MEMORY_BYTES")
+    if limit and (isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "DefaultCPUAllocator" in str(exc)):
+        return f"went over the memory limit of {int(limit) / 2**30:.3g} GB ({text[:300]})"
+    return text
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -532,7 +561,7 @@ class CandidateRun:
             self.job.sync()
         except Exception as exc:
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
-            raise JobFailure(status, f"call {name} raised {type(exc).__name__}: {exc}", traceback.format_exc())
+            raise JobFailure(status, f"call {name} {_raised(exc)}", traceback.format_exc())
         finally:
             self.host.work = None
         self.verify(f"call {name}")
@@ -546,6 +575,7 @@ class CandidateRun:
             "own_launches": self.launches.own_total() - own_before,
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
             "threads_after": live_threads() - self.threads_before,
+            "processes_after": other_processes(),
             "work": work.to_json(),
             "checksum": sums,
         }
