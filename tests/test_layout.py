@@ -57,3 +57,62 @@ def test_a_process_started_for_this_engine_refuses_another_copy_of_it(tmp_path):
 
 def test_the_tests_run_this_repositorys_engine():
     assert pipeline.ROOT == ROOT
+
+
+# Where egg may start a process, and why. A process that imports a problem or a candidate starts only through the
+# judge's sandbox (pipeline.judge.launcher, or the judge's fork server); anything new must be added here with its
+# reason, or go through the launcher.
+PROCESS_STARTERS = {
+    "pipeline/judge/launcher.py": "the launcher: user code in the judge's sandbox",
+    "pipeline/judge/jail.py": "becomes the launched module once inside the sandbox",
+    "pipeline/judge/sandbox.py": "the judge's fork server (its children isolate themselves before any user code)",
+    "pipeline/judge/forkserver.py": "forks the judge's jobs, which isolate themselves first",
+    "pipeline/judge/isolation.py": "the PID namespace's init and its job",
+    "pipeline/api.py": "a session's worker: egg's engine, which runs no user code itself",
+    "pipeline/cli.py": "egg ui becomes Streamlit's server",
+    "pipeline/profiler/ceilings.py": "nvidia-smi",
+    "pipeline/profiler/static.py": "Triton's ptxas and cuobjdump on a compiled binary",
+    # Not yet through the launcher (issue 22 stays open for these: they run on the GPU, where the sandbox's CUDA
+    # set-up for them has not been tried): the profiler's device driver and NCU's target, the tuning engine's
+    # measuring worker and its compile pool.
+    "pipeline/profiler/profiling.py": "PENDING: the profiler's device driver",
+    "pipeline/profiler/ncu.py": "PENDING: NCU and its target",
+    "pipeline/tuning/measure.py": "PENDING: the tuning engine's measuring worker",
+    "pipeline/tuning/prune.py": "PENDING: the tuning engine's compile pool",
+}
+_STARTS = {"subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
+           "os.fork", "os.forkpty", "os.posix_spawn", "os.posix_spawnp", "os.system", "os.popen", "pty.fork", "pty.spawn"}
+_STARTS_PREFIXES = ("os.exec", "os.spawn", "multiprocessing.", "concurrent.futures.ProcessPoolExecutor")
+
+
+def _process_starts(path: Path) -> list[str]:
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update({a.asname or a.name: a.name for a in node.names})
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            aliases.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Name)):
+            parts = []
+            while isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            if isinstance(node, ast.Name):
+                dotted = ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+                if dotted in _STARTS or dotted.startswith(_STARTS_PREFIXES):
+                    found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}: {dotted}")
+    return found
+
+
+def test_no_module_outside_the_known_ones_starts_a_process():
+    """A new place that starts a process is either the launcher's business or named above with its reason."""
+    files = [ROOT / "app.py", *(ROOT / "pipeline").rglob("*.py"), *(ROOT / "components").rglob("*.py"), *(ROOT / "pages").glob("*.py")]
+    unknown = [hit for path in files if str(path.relative_to(ROOT)) not in PROCESS_STARTERS
+               and path.name != "audit.py" for hit in _process_starts(path)]
+    assert unknown == [], unknown
+    assert all((ROOT / name).exists() and _process_starts(ROOT / name) for name in PROCESS_STARTERS), "a listed module starts no process any more"

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +71,7 @@ def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -
     missing = {fingerprint_text(s): s for s in problem_sources if not _path(fingerprint_text(s)).is_file()}
     if not missing:
         return
-    from pipeline.judge.sandbox import clean_environment
+    from pipeline.judge import launcher
 
     with tempfile.TemporaryDirectory(prefix="egg-capture-") as folder:
         paths = []
@@ -82,10 +79,10 @@ def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -
             path = Path(folder) / f"problem_{index}.py"
             path.write_text(source, encoding="utf-8")
             paths.append(str(path))
-        spec, out, log = Path(folder) / "spec.json", Path(folder) / "tapes.json", Path(folder) / "log.txt"
+        spec, out = Path(folder) / "spec.json", Path(folder) / "tapes.json"
         spec.write_text(json.dumps({"problem_paths": paths}))
-        command = [sys.executable, "-m", "pipeline.expert.tape", str(spec), str(out)]
-        if _run_child(command, clean_environment("cpu"), folder, log, timeout_s * len(paths)) is not None or not out.is_file():
+        finished = launcher.run("pipeline.expert.tape", [str(spec), str(out)], workdir=folder, timeout_s=timeout_s * len(paths))
+        if finished.error is not None or not out.is_file():
             return
         results = json.loads(out.read_text())["results"]
     cache_folder().mkdir(parents=True, exist_ok=True)
@@ -114,32 +111,20 @@ def cached(fingerprint: str) -> tuple[Captured, str] | None:
 
 
 def _record(problem_source: str, timeout_s: float) -> dict:
-    from pipeline.judge.sandbox import clean_environment
+    """Run the problem's forward on meta tensors in the judge's sandbox (the problem is user code: a pasted one may
+    do anything at import), on the CPU: the capture never touches a GPU."""
+    from pipeline.judge import launcher
 
-    env = clean_environment("cpu")  # meta and CPU tensors only: the capture never touches a GPU
     with tempfile.TemporaryDirectory(prefix="egg-capture-") as folder:
-        problem, spec, out, log = (Path(folder) / name for name in ("problem.py", "spec.json", "tape.json", "log.txt"))
+        problem, spec, out = (Path(folder) / name for name in ("problem.py", "spec.json", "tape.json"))
         problem.write_text(problem_source, encoding="utf-8")
         spec.write_text(json.dumps({"problem_path": str(problem)}))
-        command = [sys.executable, "-m", "pipeline.expert.tape", str(spec), str(out)]
-        error = _run_child(command, env, folder, log, timeout_s)
-        if error is None and out.is_file():
+        finished = launcher.run("pipeline.expert.tape", [str(spec), str(out)], workdir=folder, timeout_s=timeout_s)
+        if finished.error is None and out.is_file():
             return json.loads(out.read_text())
-        tail = log.read_text(errors="replace")[-1500:] if log.is_file() else ""
-    raise CaptureError(f"{error or 'the capture wrote no result'}{': ' + tail.strip() if tail.strip() else ''}")
-
-
-def _run_child(command: list[str], env: dict[str, str], cwd: str, log: Path, timeout_s: float) -> str | None:
-    with log.open("wb") as sink:
-        child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True)
-        try:
-            code = child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            return f"the capture timed out after {timeout_s:.0f} s"
-    return None if code == 0 else f"the capture process exited with {code}"
+        tail = finished.log_tail[-1500:].strip()
+    error = f"the capture {finished.error}" if finished.error else "the capture wrote no result"
+    raise CaptureError(f"{error}{': ' + tail if tail else ''}")
 
 
 def _torch_version() -> str:

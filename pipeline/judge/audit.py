@@ -205,6 +205,25 @@ _CONFIG_READS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
 _HELPER_CALLS = frozenset({"triton.next_power_of_2", "triton.cdiv", "builtins.min", "builtins.max", "builtins.int",
                            "builtins.float", "builtins.abs", "builtins.round", "builtins.len", "builtins.range",
                            "builtins.tuple", "builtins.bool", "builtins.divmod", "builtins.str"})
+# What a candidate may import: torch and triton (less the parts below), and a few standard modules that compute
+# nothing a kernel could hide behind. Anything else is banned: a kernel needs none of it, and every module beyond
+# these has been a way around the judge (logging's frames, warnings' file reads, torch.utils.collect_env's shell).
+_ALLOWED_MODULES = frozenset({
+    "torch", "triton", "math", "functools", "itertools", "operator", "typing", "typing_extensions", "dataclasses",
+    "collections", "os", "enum", "abc", "numbers", "contextlib", "__future__", "time", "random", "statistics",
+    "copy", "bisect", "heapq", "fractions", "decimal", "string", "re", "cmath", "builtins",
+})
+_BLOCKED_PARTS = (
+    "torch.utils", "torch.distributed", "torch.package", "torch.jit", "torch.onnx", "torch.fx", "torch.cuda.jiterator",
+    "torch.testing", "torch.mps", "torch.xpu", "triton.runtime.cache", "triton.runtime.interpreter", "triton.tools",
+    "triton.backends", "triton.compiler", "triton.knobs",
+)
+# What of os a kernel may use: the environment (to set TRITON_* switches) and path arithmetic, nothing that acts.
+_OS_ALLOWED = frozenset({
+    "os.environ", "os.getenv", "os.cpu_count", "os.sep", "os.path.join", "os.path.basename", "os.path.dirname",
+    "os.path.splitext", "os.path.sep", "os.name", "os.linesep",
+})
+_BUILTINS_BANNED = frozenset({"builtins.help", "builtins.license", "builtins.credits", "builtins.copyright"})
 _IDENTITY_KEY = "data_ptr/id"
 _SHAPE_KEY = "shape"
 
@@ -263,6 +282,11 @@ def _join(base: str | None, attr: str) -> str | None:
     if attr in _MODULE_ALIASES and not (attr == "signal" and base == "torch"):
         return "numpy" if attr == "np" else attr  # torch.sys is sys, triton's np is numpy
     return f"{base}.{attr}"
+
+
+def _names_reference(node: ast.Import | ast.ImportFrom) -> bool:
+    """An import of the reference's names (its own finding, reference_model, says more than the module's)."""
+    return isinstance(node, ast.ImportFrom) and any(a.name in _REFERENCE_NAMES for a in node.names)
 
 
 def _under(path: str, prefixes: Iterable[str]) -> bool:
@@ -580,6 +604,13 @@ class _Auditor(ast.NodeVisitor):
         self._local = outer
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for stmt in node.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.startswith("__") and target.id.endswith("__") and target.id != "__slots__":
+                    self.add("introspection", f"binds {target.id} in class {node.name}: Python calls it behind the judge's back", stmt)
+        if any(k.arg == "metaclass" for k in node.keywords):
+            self.add("introspection", f"class {node.name} has a metaclass: its hooks run behind the judge's back", node)
         if any(self._is_tensor_class(base) for base in node.bases):
             self._tensor_classes.add(node.name)
             self.add("tensor_subclass", f"class {node.name} derives from torch.Tensor: it can compute when read", node)
@@ -621,6 +652,9 @@ class _Auditor(ast.NodeVisitor):
         for path in _imported_paths(node):
             if banned := _banned(path):
                 self.add("banned_import", f"imports {banned[0]}: {banned[1]}", node)
+            elif not path.startswith(".") and path.split(".")[0] not in _ALLOWED_MODULES and not _names_reference(node):
+                self.add("banned_import", f"imports {path}: a candidate may import torch, triton and a few standard modules "
+                                          "(math, functools, itertools, typing, dataclasses, collections, os for its environment)", node)
             self._check_use(path, node)
 
     # expressions
@@ -635,6 +669,13 @@ class _Auditor(ast.NodeVisitor):
         parts = path.split(".")
         if not found and parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
             self.add("introspection", f"uses {path}: a private part of {parts[0]}, which the judge cannot vouch for", node)
+            found = True
+        if not found and _under(path, _BLOCKED_PARTS):
+            self.add("banned_import", f"uses {path}: that part of {parts[0]} reaches around the judge (processes, files, code built at run time)", node)
+        elif not found and parts[0] == "os" and len(parts) > 1 and not any(_under(path, (a,)) or a.startswith(path + ".") for a in _OS_ALLOWED):
+            self.add("dynamic_code", f"uses {path}: a kernel needs only os.environ and path arithmetic from os", node)
+        elif path in _BUILTINS_BANNED:
+            self.add("dynamic_code", f"uses {path.removeprefix('builtins.')}: it reads files", node)
 
     def _check_text(self, text: str, node: ast.AST) -> None:
         """Identifiers and strings that only a tensor-subclass or L2-persistence trick would mention."""
@@ -757,18 +798,21 @@ class _Auditor(ast.NodeVisitor):
             self.add("dynamic_code", f"calls .{method}(): it touches files, which a kernel has no reason to do", node)
         if method == "as_subclass" or (func == "builtins.type" and self._makes_tensor_class(node)):
             self.add("tensor_subclass", f"calls {_short(node.func)}: it makes a tensor subclass", node)
+        elif func == "builtins.type" and len(node.args) == 3:
+            self.add("dynamic_code", "calls type() with three arguments: it builds a class at run time", node)
         if func == "contextlib.suppress" and any(self._broad_catch(a) for a in node.args):
             self.add("fallback", "suppresses broad exceptions: a failing kernel can be skipped silently", node)
         self.generic_visit(node)
 
     def _check_attribute_call(self, node: ast.Call, func: str | None) -> None:
-        """getattr and its kin: a name computed at run time (on anything but `self`), or a name that reaches frames."""
+        """getattr and its kin: a name computed at run time (on anything: `self` is only a parameter's name), or a
+        name that reaches frames."""
         if func not in ("builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr") or len(node.args) < 2:
             return
         name = _const_str(node.args[1])
         if name is not None:
             self._check_attribute_name(name, node)
-        elif not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+        else:
             self.add("dynamic_code", f"calls {func.removeprefix('builtins.')} with a name computed at run time", node)
 
     def _check_import_call(self, node: ast.Call, func: str | None) -> None:

@@ -1,6 +1,7 @@
 """The draw: every input of one check, from the operating system's randomness, unknown to the candidate.
 
-A check's calls: the trials (nominal inputs), the hidden trials (signed, or scaled by a random factor), repeats of
+A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
+few elements of magnitude 50 to 1000, so a kernel right only for small values fails), repeats of
 the first trial, an audit call on inputs of its own, and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
@@ -18,7 +19,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-HIDDEN_TRIALS = ("signed", "scaled")
+HIDDEN_TRIALS = ("signed", "scaled", "outliers")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared

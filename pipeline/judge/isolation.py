@@ -39,6 +39,7 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_GET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # syscall numbers (glibc has no wrapper)
 SANDBOX_UID = SANDBOX_GID = 65534  # nobody
 OFF_VARIABLE = "EGG_ISOLATION"  # "off": run jobs unisolated (debugging; the verdict and a warning say so)
+TMP_BYTES = 1 << 30  # a job's private /tmp and /dev/shm hold at most this much each (their pages are the machine's memory)
 
 # System folders a job may read (each only if it exists); /dev, /proc, /tmp and /dev/shm are set up separately.
 SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
@@ -90,15 +91,17 @@ class Plan:
     environment: dict[str, str] = field(default_factory=dict)
     enabled: bool = True
     hidden: tuple[str, ...] = ()  # folders covered by an empty tmpfs if a read-only folder would show them
+    tmp_bytes: int = TMP_BYTES  # the size of the job's private /tmp and /dev/shm (memory they take from the machine)
 
     def to_json(self) -> dict:
         return {"workdir": self.workdir, "read_only": list(self.read_only), "read_write": list(self.read_write),
-                "environment": dict(self.environment), "enabled": self.enabled, "hidden": list(self.hidden)}
+                "environment": dict(self.environment), "enabled": self.enabled, "hidden": list(self.hidden),
+                "tmp_bytes": self.tmp_bytes}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
         return cls(data["workdir"], tuple(data["read_only"]), tuple(data["read_write"]), dict(data["environment"]),
-                   data["enabled"], tuple(data.get("hidden", ())))
+                   data["enabled"], tuple(data.get("hidden", ())), int(data.get("tmp_bytes", TMP_BYTES)))
 
 
 def python_paths(exclude: tuple[str, ...] = ()) -> list[str]:
@@ -116,6 +119,11 @@ def python_paths(exclude: tuple[str, ...] = ()) -> list[str]:
             continue
         kept.append(path)
     return kept
+
+
+def looks_secret(name: str) -> bool:
+    """A variable whose name holds KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL or AUTH."""
+    return bool(_SECRET.search(name))
 
 
 def job_environment(source: dict[str, str], *, home: str, caches: dict[str, str]) -> dict[str, str]:
@@ -300,7 +308,7 @@ def _jail(plan: Plan, report: Report) -> None:
         os.makedirs(new_root, mode=0o755, exist_ok=True)
         _check(libc.mount(b"tmpfs", new_root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"), "tmpfs for the new root")
         for op, source, target in _mount_plan(plan):
-            _place(libc, op, source, new_root + target)
+            _place(libc, op, source, new_root + target, plan.tmp_bytes)
         _switch_root(libc, new_root, report)
     except OSError as exc:
         report.got["filesystem"] = "shared"
@@ -324,7 +332,7 @@ def _mount_plan(plan: Plan) -> list[tuple[str, str, str]]:
     return sorted(ops, key=lambda op: op[2].count("/") - (op[2] == "/"))
 
 
-def _place(libc: ctypes.CDLL, op: str, source: str, target: str) -> None:
+def _place(libc: ctypes.CDLL, op: str, source: str, target: str, tmp_bytes: int = TMP_BYTES) -> None:
     if op == "symlink":
         os.symlink(source, target)
         return
@@ -337,7 +345,7 @@ def _place(libc: ctypes.CDLL, op: str, source: str, target: str) -> None:
             open(target, "a").close()
     t = target.encode()
     if op == "tmpfs":
-        _check(libc.mount(b"tmpfs", t, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"), f"tmpfs on {target}")
+        _check(libc.mount(b"tmpfs", t, b"tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_bytes}".encode()), f"tmpfs on {target}")
     elif op == "proc":
         _check(libc.mount(b"proc", t, b"proc", MS_NOSUID | MS_NODEV, None), "a fresh /proc")
     else:  # read-only folders with what is mounted inside them; a writable one alone (the new root lies in one)

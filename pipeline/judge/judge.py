@@ -165,7 +165,7 @@ class Judge:
     def draw(self, reference: Reference | None) -> Draw:
         """A fresh draw for one check: the hidden trials the reference can take (all asked for, on its first run)."""
         opts = self.options
-        wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, (opts.signed_trial, opts.scaled_trial)) if on)
+        wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, (opts.signed_trial, opts.scaled_trial, opts.outlier_trial)) if on)
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
         return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0)
 
@@ -202,8 +202,8 @@ class Judge:
                 notes.append(f"{entry['name']}-input trial skipped: the reference itself gives NaN/Inf on {entry['name']} inputs")
         comparer.drop_reference(unusable)
         draw = draw.without(unusable)
-        if draw.hidden == () and (self.options.signed_trial or self.options.scaled_trial):
-            notes.append("no hidden trial: the reference gives NaN/Inf on both signed and scaled inputs")
+        if draw.hidden == () and (self.options.signed_trial or self.options.scaled_trial or self.options.outlier_trial):
+            notes.append("no hidden trial: the reference gives NaN/Inf on signed, scaled and outlier inputs alike")
         trial_outputs = [comparer.reference[s["name"]] for s in draw.trials if s["name"] in comparer.reference]
         degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
         comparer.degeneracy = degeneracy
@@ -262,7 +262,10 @@ def _exit_story(outcome: JobOutcome) -> str:
     if outcome.returncode is None:
         return f"no exit status (phase {phase})"
     if outcome.returncode < 0:
-        sig = signal.Signals(-outcome.returncode).name
+        try:
+            sig = signal.Signals(-outcome.returncode).name
+        except ValueError:  # a real-time signal has no name of its own
+            sig = f"signal {-outcome.returncode}"
         hint = " (killed: often out of memory)" if sig == "SIGKILL" else ""
         return f"the process died from {sig}{hint} during phase {phase}"
     return f"the process exited with code {outcome.returncode} during phase {phase}"

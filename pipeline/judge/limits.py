@@ -107,6 +107,28 @@ def tree_rss_bytes(root: int) -> int:
     return total
 
 
+def folder_bytes(folder: str, skip: frozenset[str] = frozenset({".root"}), most: int = 20_000) -> int:
+    """Bytes of the regular files under `folder` (a job folder on /dev/shm is the machine's memory too), at most
+    `most` entries looked at; `skip`: the folder names not to enter (a job's new root holds the system's mounts)."""
+    total, seen, todo = 0, 0, [folder]
+    while todo and seen < most:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in skip:
+                        todo.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
+
+
 def _pss_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:

@@ -182,6 +182,16 @@ class WorkRecorder(_Recorder):
 
         self.work = work or Work()
         self._flops = flop_registry
+        seen = [0]  # a second count of the compute ops, where no attribute reaches it
+
+        def bump() -> None:
+            seen[0] += 1
+
+        self._bump, self._seen = bump, (lambda: seen[0])
+
+    def tampered(self) -> bool:
+        """True when the record of the ops no longer adds up to the ops actually seen."""
+        return sum(self.work.ops.values()) != self._seen()
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -194,6 +204,7 @@ class WorkRecorder(_Recorder):
                 self._to_host(args, out)
             return out
         work.ops[name] += 1
+        self._bump()
         nbytes = sum(_tensor_bytes(t) for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor))
         counter = self._flops.get(packet)
         flops = int(counter(*args, **kwargs, out_val=out)) if counter is not None else 0
@@ -214,10 +225,12 @@ class WorkRecorder(_Recorder):
 
 class HostProbe:
     """Counts the bytes of tensors a call hands to the host as numpy or Python data (`Tensor.numpy`, `__array__`,
-    `tolist`, `__dlpack__`), work no dispatch mode sees: installed before the snapshot, so the wrappers are
-    themselves guarded. `work` is the Work of the call running now (None between calls)."""
+    `tolist`, `__dlpack__`, `item` and the conversions to Python numbers, printing), work no dispatch mode sees:
+    installed before the snapshot, so the wrappers are themselves guarded. `work` is the Work of the call running
+    now (None between calls)."""
 
-    METHODS = ("numpy", "__array__", "tolist", "__dlpack__")
+    METHODS = ("numpy", "__array__", "tolist", "__dlpack__", "item", "__float__", "__int__", "__bool__", "__index__",
+               "__complex__", "__repr__", "__str__", "__format__")
 
     def __init__(self) -> None:
         self.work: Work | None = None
@@ -246,8 +259,10 @@ class WatchGuards:
     `active` is set only while the candidate's own code runs (our own recorder's entry and exit are outside it)."""
 
     C_NAMES = ("_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
-               "_DisablePythonDispatcher", "_unset_dispatch_mode", "_set_dispatch_mode", "_pop_torch_dispatch_stack",
-               "_push_on_torch_dispatch_stack")
+               "_IncludeDispatchKeyGuard", "_PreserveDispatchKeyGuard", "_DisablePythonDispatcher", "_unset_dispatch_mode",
+               "_set_dispatch_mode", "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack",
+               "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included", "_RestorePythonTLSSnapshot",
+               "_AutoDispatchBelowAutograd", "_AutoDispatchBelowADInplaceOrView")
     MODE_NAMES = ("_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_push_mode")
 
     def __init__(self) -> None:

@@ -29,7 +29,11 @@ import pipeline
 from pipeline.judge import channel, isolation, limits
 from pipeline.judge.channel import CALL_NAME, COMPILE_PHASES, MAX_MESSAGES, PHASES
 
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+# What egg's child processes keep of the parent's environment (pipeline.judge.isolation narrows it again per job).
+_START_NAMES = frozenset({"HOME", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE", "PATH", "PYTHONPATH",
+                          "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
+                          "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CC", "CXX"})
+_START_PREFIXES = ("EGG_", "LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUDNN_", "NCCL_", "NVSHMEM_", "XDG_")
 LOG_TAIL_CHARS = 4000
 MAX_RESULT_BYTES = 32 << 20  # a result.json larger than this is not a worker's
 MAX_REGION_BYTES = 1 << 40
@@ -43,8 +47,11 @@ class InfraError(RuntimeError):
 
 
 def clean_environment(device: str) -> dict[str, str]:
-    """The parent's environment without secrets, plus what the worker needs."""
-    env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
+    """What of the parent's environment egg's child processes start with: only names a worker needs (Python's and
+    the loader's, locale, egg's, CUDA's, Triton's, torch's...), never one that looks secret. A whitelist, not a
+    blacklist: a forked job's /proc/<pid>/environ shows this start-up environment, so a DATABASE_URL or a GH_AUTH
+    of the user's must never be in it."""
+    env = {k: v for k, v in os.environ.items() if (k in _START_NAMES or k.startswith(_START_PREFIXES)) and not isolation.looks_secret(k)}
     # This repository's `pipeline` first, whatever else is installed (pipeline/__init__.py checks it in the child).
     root = str(pipeline.ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
@@ -151,6 +158,7 @@ class Job:
         self.pool, self.workdir = pool, workdir
         self.memory_bytes = memory_bytes
         self.peak_rss = 0
+        self._on_tmpfs = str(workdir).startswith("/dev/shm/")  # files there are memory: they count against the limit
         self.job_id = workdir.name
         self.compile_timeout_s, self.run_timeout_s = compile_timeout_s, run_timeout_s
         self.handlers = handlers or Handlers()
@@ -267,6 +275,10 @@ class Job:
         elif kind == "clock":
             self._clock(message.get("mark"))
         elif kind == "call" and isinstance(message.get("record"), dict) and len(self.calls) < MAX_CALLS:
+            name = message["record"].get("name")
+            if not isinstance(name, str) or any(c.get("name") == name for c in self.calls):
+                self._tamper(f"a second record of call {str(name)[:40]!r}")
+                return
             self.calls.append(message["record"])
         elif kind == "timing" and isinstance(message.get("summary"), dict) and self.timing is None:
             self.timing = message["summary"]
@@ -398,7 +410,8 @@ class Job:
                 return None, which
             if self.memory_bytes and pid is not None and now >= next_look:
                 next_look = now + MEMORY_LOOK_S
-                self.peak_rss = max(self.peak_rss, limits.tree_rss_bytes(pid))
+                files = limits.folder_bytes(str(self.workdir)) if self._on_tmpfs else 0
+                self.peak_rss = max(self.peak_rss, limits.tree_rss_bytes(pid) + files)
                 if self.peak_rss > self.memory_bytes:
                     _kill_group(pid)
                     self._wait_exit()
@@ -487,8 +500,11 @@ class WorkerPool:
                  isolate: bool = True) -> None:
         self.device = device
         self.isolate = isolate
-        self._root = Path(tempfile.mkdtemp(prefix="egg-jobs-", dir=root or _scratch_root()))
+        scratch = root or _scratch_root()
+        remove_stale_job_folders(scratch)
+        self._root = Path(tempfile.mkdtemp(prefix="egg-jobs-", dir=scratch))
         os.chmod(self._root, 0o711)  # a job running as another uid reaches its own folder, lists none
+        (self._root / OWNER_FILE).write_text(str(os.getpid()))
         self.cache_root = Path(cache_root) if cache_root else default_cache_root()
         self._lock = threading.Lock()
         self._server: subprocess.Popen | None = None
@@ -637,6 +653,35 @@ class WorkerPool:
         path = self.cache_root / "judge-compile"
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path
+
+
+OWNER_FILE = ".owner"  # the pid of the process whose pool made a job folder root
+
+
+def remove_stale_job_folders(scratch: str | os.PathLike | None) -> list[Path]:
+    """Remove the job folder roots (egg-jobs-*) of pools whose process has died (killed before it could clean up):
+    they can hold GiBs of outputs on /dev/shm. Returns what was removed."""
+    folder = Path(scratch or tempfile.gettempdir())
+    removed = []
+    for root in folder.glob("egg-jobs-*"):
+        try:
+            owner = int((root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not ours to judge (an older egg's, or one being made)
+        if owner != os.getpid() and not _alive(owner):
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(root)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _scratch_root() -> str | None:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.judge import compare
 from pipeline.judge.draw import Draw
 from pipeline.judge.probes import LIBRARY_OPS, NOMINAL_BYTES_PER_S, work_seconds
 from pipeline.judge.sandbox import JobOutcome
@@ -39,7 +38,8 @@ PHYSICAL_LIMIT_MARGIN = 0.9
 PEAK_FLOPS = {"H200": {"float32": 495e12, "half": 989e12}, "H100": {"float32": 495e12, "half": 989e12}}
 # torch work a candidate may keep, as a share of the reference's: a scalar, a small reduction of partial results.
 NEGLIGIBLE_WORK = 0.05
-_STATUSES = {s.value for s in Status}
+# What a worker may report as the end of a job that failed: never a pass, nor a mismatch it cannot know of.
+_FAILURE_STATUSES = {"compile_error", "runtime_error", "banned", "infra_error", "timeout"}
 
 
 # The worker's report --------------------------------------------------------------------------------------------
@@ -74,6 +74,8 @@ class CallClaim(_Claims):
     mutated_inputs: list[int]
     threads_after: int
     processes_after: int = 0
+    processes_started: int = 0
+    children_cpu_s: float = 0.0
     work: WorkClaim = Field(default_factory=WorkClaim)
     checksum: list[float | None] = Field(default_factory=list)
 
@@ -150,8 +152,8 @@ def read_report(result: dict[str, Any], calls: tuple[dict, ...] = (), timing: di
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         return None, f"the worker's report is malformed at {where or 'its top'}: {first.get('msg', '')}"
-    if report.failure is not None and report.failure.status not in _STATUSES:
-        return None, f"the worker's report names an unknown status {report.failure.status[:40]!r}"
+    if report.failure is not None and report.failure.status not in _FAILURE_STATUSES:
+        return None, f"the worker's report ends in a status it may not give, {report.failure.status[:40]!r}"
     return report, ""
 
 
@@ -288,8 +290,10 @@ class Verdict:
         if failure is not None:
             for call in report.calls:
                 self.checks.append(Check(f"call_{call.name}", True, f"{call.own_launches} Triton launches"))
-            status = Status(failure.status)
-            return self.result(status, failure.message, log_tail=failure.detail[-4000:] or tail, kernels_launched=dict(report.kernels))
+            status, message = Status(failure.status), failure.message
+            if status is Status.INFRA_ERROR and _after_import(outcome):  # the candidate's code had run: its doing is not the judge's
+                status, message = Status.RUNTIME_ERROR, f"{message} (after the candidate's code had run, so counted against it)"
+            return self.result(status, message, log_tail=failure.detail[-4000:] or tail, kernels_launched=dict(report.kernels))
         return None
 
 
@@ -297,6 +301,12 @@ def _exit_story(outcome: JobOutcome) -> str:
     from pipeline.judge.judge import _exit_story as story
 
     return story(outcome)
+
+
+def _after_import(outcome: JobOutcome) -> bool:
+    from pipeline.judge.channel import PHASES
+
+    return bool(outcome.phase) and PHASES.index(outcome.phase) >= PHASES.index("import")
 
 
 def host_bound_flag(report: WorkerReport) -> Flag | None:
@@ -375,6 +385,11 @@ class CandidateChecks:
         if spawned:
             most = max(c.processes_after for c in self.calls.values())
             return Check("background_threads", False, f"processes still running after call(s) {', '.join(spawned)} (up to {most})")
+        started = [n for n, c in self.calls.items() if c.processes_started > 0 or c.children_cpu_s > 0]
+        if started:
+            cpu = sum(c.children_cpu_s for c in self.calls.values())
+            return Check("background_threads", False, f"call(s) {', '.join(started)} started processes (their CPU time {cpu:.2f} s): "
+                                                      "work done there is outside the judge's sight")
         return Check("background_threads", True, "no thread or process outlived a call")
 
     def triton_launched(self) -> Check:

@@ -169,7 +169,7 @@ def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | 
         job.phase("done")
     except JobFailure as failure:
         result["failure"] = {"status": failure.status, "message": failure.message, "detail": failure.detail}
-    except torch.OutOfMemoryError as exc:  # outside the candidate's calls: the problem does not fit as judged
+    except torch.OutOfMemoryError:  # outside the candidate's calls: the problem does not fit as judged
         result["failure"] = {"status": "infra_error", "message": f"out of GPU memory while the judge's worker prepared a call "
                              f"(phase {job.phase_starts[-1][0] if job.phase_starts else 'start-up'}): the problem does not fit this GPU as judged",
                              "detail": traceback.format_exc()}
@@ -225,7 +225,21 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
             inputs = [torch.randn(v.shape, generator=gen, device=device).to(v.dtype) if _floating(v) else v for v in inputs]
         elif transform == "scaled":
             inputs = [v * input_set["scale"] if _floating(v) else v for v in inputs]
+        elif transform == "outliers":
+            gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
+            inputs = [_with_outliers(v, gen) if _floating(v) else v for v in inputs]
     return to_device(inputs, device)
+
+
+def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """About 1% of the elements replaced by values of magnitude 50 to 1000, either sign."""
+    picked = torch.rand(value.shape, generator=gen, device=value.device) < OUTLIER_SHARE
+    size = 50 + 950 * torch.rand(value.shape, generator=gen, device=value.device)
+    sign = torch.where(torch.rand(value.shape, generator=gen, device=value.device) < 0.5, -1.0, 1.0)
+    return torch.where(picked, (size * sign).to(value.dtype), value)
+
+
+OUTLIER_SHARE = 0.01
 
 
 def _floating(value: Any) -> bool:
@@ -387,6 +401,24 @@ class ReferenceRun:
         self.result["baselines"], self.result["baseline_sums"], self.result["baseline_errors"] = baselines, sums, errors
 
 
+def process_accounting() -> tuple[int, float]:
+    """(processes of this job's namespace alive or not yet reaped, CPU seconds its reaped children used): a
+    process a call starts shows in one or the other, however soon it ended."""
+    cpu = 0.0
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime + cstime
+    except (OSError, ValueError, IndexError):
+        pass
+    if os.getpid() != 2:
+        return 0, cpu
+    try:
+        return sum(1 for name in os.listdir("/proc") if name.isdigit() and int(name) > 2), cpu
+    except OSError:
+        return 0, cpu
+
+
 def other_processes() -> int:
     """Processes of this job's PID namespace other than its init (1) and this worker (2): a process left running
     after a call can go on working outside the judge's clock. 0 when the job has no namespace of its own."""
@@ -469,6 +501,7 @@ class CandidateRun:
         self.guards = WatchGuards()
         self.snapshot: NamespaceSnapshot | None = None
         self.tampering: list[str] = []
+        self.records_edited: list[str] = []  # the worker's own evidence found edited (its second counts disagree)
 
     def run(self) -> None:
         job = self.job
@@ -503,7 +536,7 @@ class CandidateRun:
 
     def verify(self, where: str) -> None:
         """Stop at once if anything of the judge's, torch's or Triton's was replaced, or the launch count edited."""
-        changed = self.snapshot.changes()
+        changed = self.snapshot.changes() + self.records_edited
         if self.launches.tampered():
             changed.append("the judge's launch counter")
         changed += [f"{name} (switches the judge's watch on torch off)" for name in self.guards.used]
@@ -551,12 +584,14 @@ class CandidateRun:
         sums = checksum(inputs)
         self.result["checksums"][name] = sums
         before = [v.clone() if isinstance(v, torch.Tensor) else None for v in inputs]
+        processes_before = process_accounting()
         self.poison()
         launches_before, own_before = self.launches.total(), self.launches.own_total()
         work = Work()
+        recorder = WorkRecorder(work)
         self.host.work = work
         try:
-            with torch.no_grad(), WorkRecorder(work):
+            with torch.no_grad(), recorder:
                 out = self.watched_call(model, inputs)
             self.job.sync()
         except Exception as exc:
@@ -564,9 +599,24 @@ class CandidateRun:
             raise JobFailure(status, f"call {name} {_raised(exc)}", traceback.format_exc())
         finally:
             self.host.work = None
+        if recorder.tampered():
+            self.records_edited.append("the judge's record of the call's torch work")
         self.verify(f"call {name}")
+        try:
+            record = self.record(name, out, inputs, before, launches_before, own_before, work, sums, processes_before)
+        except Exception as exc:  # the result's own code ran here (a property, a __class__): the candidate's doing
+            raise JobFailure("runtime_error", f"the result of call {name} could not be read: {type(exc).__name__}: {exc}", traceback.format_exc())
+        self.calls.append(record)
+        self.job.send({"type": "call", "record": record})
+        keep_subsampled(self.outputs, name, flatten_output(out)[1], self.job.sample(name) if sample else None)
+        return out
+
+    def record(self, name: str, out: Any, inputs: list[Any], before: list[Any], launches_before: int, own_before: int,
+               work: Work, sums: list, processes_before: tuple[int, float]) -> dict[str, Any]:
+        """What the judge is told of one call, read from its result (whose code may run in isinstance and co.)."""
         kind, items = flatten_output(out)
-        record = {
+        processes, cpu_s = process_accounting()
+        return {
             "name": name,
             "kind": kind,
             "types": [f"{type(t).__module__}.{type(t).__qualname__}" for t in items],
@@ -576,13 +626,11 @@ class CandidateRun:
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
             "threads_after": live_threads() - self.threads_before,
             "processes_after": other_processes(),
+            "processes_started": max(0, processes - processes_before[0]),
+            "children_cpu_s": round(max(0.0, cpu_s - processes_before[1]), 3),
             "work": work.to_json(),
             "checksum": sums,
         }
-        self.calls.append(record)
-        self.job.send({"type": "call", "record": record})
-        keep_subsampled(self.outputs, name, items, self.job.sample(name) if sample else None)
-        return out
 
     def watched_call(self, model, inputs: list[Any]) -> Any:
         """The candidate's forward, with the guards on torch's switches armed for exactly its duration."""
@@ -655,6 +703,8 @@ class CandidateRun:
         self.verify("the calls before the timing")
         with torch.no_grad():
             samples = time_model(watched, buffers, sets, opts, flush, on_output, mark=job.mark, prepare_trial=prepare_trial)
+        if recorder.tampered():
+            self.records_edited.append("the judge's record of the timed calls' torch work")
         self.verify("the timing")
         summary = {
             "timing": timing.summarize(samples.event_ms, samples.method),

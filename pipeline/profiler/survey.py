@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,35 +68,27 @@ class Survey:
 
 
 def survey_candidate(candidate_path: str | Path, problem_path: str | Path, *, timeout_s: float = SURVEY_TIMEOUT_S) -> Survey:
-    """Run the survey of a candidate in a fresh subprocess; a crash or timeout comes back as an error, not a raise."""
-    from pipeline.judge.sandbox import clean_environment
+    """Run the survey of a candidate in the judge's sandbox (it imports the candidate and the problem, both user
+    code); a crash or timeout comes back as an error, not a raise."""
+    from pipeline.judge import launcher
     from pipeline.types import from_jsonable
 
     start = time.monotonic()
-    env = clean_environment("cuda")  # Triton compiles for the GPU, not through its interpreter
-    env["CUDA_VISIBLE_DEVICES"] = ""  # the survey never touches a GPU (it must not disturb a measurement)
+    candidate, problem = str(Path(candidate_path).resolve()), str(Path(problem_path).resolve())
+    # Triton compiles for the GPU, not through its interpreter, and the survey never touches a GPU (it must not
+    # disturb a measurement)
     with tempfile.TemporaryDirectory(prefix="egg-survey-") as folder:
-        spec, out, log = Path(folder) / "spec.json", Path(folder) / "survey.json", Path(folder) / "log.txt"
-        spec.write_text(json.dumps({"candidate_path": str(Path(candidate_path).resolve()), "problem_path": str(Path(problem_path).resolve())}))
-        error = _run_child([sys.executable, "-m", "pipeline.profiler.survey", str(spec), str(out)], env, folder, log, timeout_s)
-        if error is None and out.exists():
+        spec, out = Path(folder) / "spec.json", Path(folder) / "survey.json"
+        spec.write_text(json.dumps({"candidate_path": candidate, "problem_path": problem}))
+        finished = launcher.run("pipeline.profiler.survey", [str(spec), str(out)], workdir=folder, read_only=(candidate, problem),
+                                device="cuda", timeout_s=timeout_s, environment={"CUDA_VISIBLE_DEVICES": ""})
+        if finished.error is None and out.exists():
             data = json.loads(out.read_text())
             data["duration_s"] = round(time.monotonic() - start, 3)
             return from_jsonable(Survey, data)
-        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-    return Survey((), (error or "the survey wrote no result", *([tail] if tail else [])), "", None, round(time.monotonic() - start, 3))
-
-
-def _run_child(command: list[str], env: dict[str, str], cwd: str, log: Path, timeout_s: float) -> str | None:
-    with log.open("wb") as sink:
-        child = subprocess.Popen(command, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            code = child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            return f"the survey timed out after {timeout_s:.0f} s"
-    return None if code == 0 else f"the survey process exited with {code}"
+        tail = finished.log_tail
+    error = f"the survey {finished.error}" if finished.error else "the survey wrote no result"
+    return Survey((), (error, *([tail] if tail else [])), "", None, round(time.monotonic() - start, 3))
 
 
 # Child side -------------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ CASES = [
     ("cheat_inherits_model.py", SOFTMAX, Status.BANNED, "reference_model (line 3): imports Model from problem: that is the reference (+1 more)"),
     ("cheat_fallback.py", SOFTMAX, Status.BANNED, "fallback (line 25): catches Exception and carries on: a failing kernel can be replaced"),
     ("cheat_timer_patch.py", SOFTMAX, Status.BANNED, "monkey_patch (line 19): patches torch.cuda.Event.elapsed_time: the judge's own calls would run the replacement (+1 more)"),
-    ("cheat_thread.py", SOFTMAX, Status.BANNED, "banned_import (line 20): imports threading: threads can finish work after the clock stops"),
+    ("cheat_thread.py", SOFTMAX, Status.BANNED, "banned_import (line 7): imports importlib: a candidate may import torch, triton and a few standard modules"),
     ("cheat_lazy_tensor.py", SOFTMAX, Status.BANNED, "tensor_subclass (line 19): class Lazy derives from torch.Tensor: it can compute when read (+3 more)"),
     ("cheat_half_precision.py", SOFTMAX, Status.BANNED, "precision_downgrade (line 21): calls .half(): the reference computes in float32"),
     ("cheat_tf32_switch.py", SOFTMAX, Status.BANNED, "precision_downgrade (line 22): sets torch.backends.cuda.matmul.allow_tf32: the reference computes in float32"),
@@ -73,10 +73,10 @@ def test_honest_verdict_shows_every_check_and_no_timing_on_cpu(cpu_judge: Judge)
     assert all(c.passed for c in result.checks if c.name not in ("timing_bracket", "side_stream", "physical_limit"))
     assert result.timing is None and result.speedups == {}
     assert any(f.name == "timing_skipped" for f in result.flags)
-    # 5 trials + signed + scaled + 3 repeats + the audit call, each compared with the reference
-    assert [t.name for t in result.trials] == [f"trial_{i}" for i in range(1, 6)] + ["signed", "scaled", "repeat_1", "repeat_2", "repeat_3", "audit"]
+    # 5 trials + signed + scaled + outliers + 3 repeats + the audit call, each compared with the reference
+    assert [t.name for t in result.trials] == [f"trial_{i}" for i in range(1, 6)] + ["signed", "scaled", "outliers", "repeat_1", "repeat_2", "repeat_3", "audit"]
     assert all(t.passed and t.max_abs_err < 1e-5 for t in result.trials)
-    assert result.kernels_launched == {"softmax_kernel": 11}
+    assert result.kernels_launched == {"softmax_kernel": 12}
 
 
 def test_verdict_round_trips_through_json(cpu_judge: Judge):
@@ -165,19 +165,22 @@ def test_the_probes_import_no_dynamo():
 def test_candidate_sees_no_secrets_and_runs_in_a_temporary_folder(monkeypatch):
     for name in ("EGG_TEST_API_KEY", "EGG_TEST_TOKEN", "EGG_TEST_SECRET", "EGG_TEST_DB_PASSWORD"):
         monkeypatch.setenv(name, "do-not-leak")
-    with Judge(EvalOptions(device="cpu", correctness_trials=1, repeat_calls=0)) as judge:
-        result = judge.evaluate(problem(SOFTMAX), candidate("env_probe.py"))
+    with Judge(EvalOptions(device="cpu", correctness_trials=1, repeat_calls=0), auditor=no_static_findings) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate("env_probe.py"))  # what it can see at run time
     assert result.status is Status.OK, result.reason
 
 
 def test_secret_names_are_scrubbed_from_the_worker_environment(monkeypatch):
     from pipeline.judge.sandbox import clean_environment
 
-    for name in ("OPENAI_API_KEY", "HF_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "GCP_CREDENTIALS"):
+    for name in ("OPENAI_API_KEY", "HF_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "GCP_CREDENTIALS", "EGG_GH_AUTH"):
         monkeypatch.setenv(name, "x")
+    # a name that looks harmless is dropped too unless a worker needs it: the user's environment is not the job's
+    monkeypatch.setenv("DATABASE_URL", "postgres://admin:pw@db/prod")
     monkeypatch.setenv("EGG_HARMLESS", "kept")
     env = clean_environment("cpu")
-    assert [k for k in env if any(w in k for w in ("KEY", "TOKEN", "PASSWORD", "SECRET", "CREDENTIAL"))] == []
+    assert [k for k in env if any(w in k for w in ("KEY", "TOKEN", "PASSWORD", "SECRET", "CREDENTIAL", "AUTH"))] == []
+    assert "DATABASE_URL" not in env
     assert env["EGG_HARMLESS"] == "kept" and env["TRITON_INTERPRET"] == "1"
 
 

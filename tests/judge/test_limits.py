@@ -74,3 +74,19 @@ def test_default_limits_come_from_the_machine_or_the_environment(monkeypatch):
     monkeypatch.setenv(limits.MEMORY_VARIABLE, "3.5")
     assert limits.default_limits().memory_bytes == int(3.5 * 2**30)
     assert limits.default_limits(1.0).memory_bytes == 2**30
+
+
+def test_job_folders_of_a_killed_process_are_removed_at_the_next_start(tmp_path):
+    """A pool's process killed with SIGKILL leaves its job folders; the next pool made there removes them (and
+    leaves a live process's alone)."""
+    code = "import sys, time\nfrom pipeline.judge.sandbox import WorkerPool\nWorkerPool('cpu', root=sys.argv[1])\nprint('made', flush=True)\ntime.sleep(60)\n"
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert child.stdout.readline().strip() == "made"
+    left = list(tmp_path.glob("egg-jobs-*"))
+    child.kill()
+    child.wait()
+    from pipeline.judge.sandbox import WorkerPool
+
+    with WorkerPool("cpu", root=tmp_path):
+        assert [p for p in left if p.exists()] == []
+        assert len(list(tmp_path.glob("egg-jobs-*"))) == 1  # this pool's own

@@ -26,14 +26,14 @@ FP32 = frozenset({"float32"})
 
 # (fixture, problem, the audit's first finding, the status and reason with the audit off)
 CHEATS = [
-    ("rt_manifest_paths.py", SOFTMAX, "dynamic_code", Status.BANNED, "triton_launched: no Triton kernel of the candidate launched"),
+    ("rt_manifest_paths.py", SOFTMAX, "banned_import", Status.BANNED, "triton_launched: no Triton kernel of the candidate launched"),
     ("rt_sysmodules_probes.py", SOFTMAX, "banned_import", Status.COMPILE_ERROR, "importing the candidate failed: KeyError: 'pipeline.judge.probes'"),
     ("rt_traceback_counter.py", SOFTMAX, "fallback", Status.BANNED, "judge_integrity: replaced during call trial_1: the judge's launch counter"),
     ("rt_traceback_records.py", SOFTMAX, "fallback", Status.BANNED, "triton_launched: no Triton kernel of the candidate launched in call(s) trial_1"),
     ("rt_gc_counter.py", SOFTMAX, "banned_import", Status.BANNED, "judge_integrity: replaced during call trial_1: the judge's launch counter"),
     ("rt_gc_model.py", SOFTMAX, "banned_import", Status.BANNED, "torch_delegation: every compute op of the reference still runs in torch (_softmax)"),
     ("rt_gelu_decomposed.py", GELU, None, Status.BANNED, "torch_delegation: torch computes"),
-    ("rt_numpy_softmax.py", SOFTMAX, "delegation", Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host"),
+    ("rt_numpy_softmax.py", SOFTMAX, "banned_import", Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host"),
     ("rt_array_protocol.py", SOFTMAX, "delegation", Status.BANNED, "torch_delegation: 100% of the problem's bytes go to the host"),
     ("rt_tolist_python.py", SOFTMAX, "delegation", Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host"),
     ("rt_unwatched_torch.py", SOFTMAX, "introspection", Status.OK, "passed every check"),  # watched on every call: only its kernel ran
@@ -50,7 +50,7 @@ CHEATS = [
     ("rt_forged_wait.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: a wait for go, which the judge never sends this job"),
     ("rt_flood.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: a clock mark 'trials_start' the judge did not expect"),
     ("rt_fifo_files.py", SOFTMAX, "dynamic_code", Status.RUNTIME_ERROR, "the process exited with code 70 during phase done"),
-    ("rt_forged_result.py", SOFTMAX, "dynamic_code", Status.BANNED, "channel_integrity: the job ended at phase first_call without finishing"),
+    ("rt_forged_result.py", SOFTMAX, "banned_import", Status.BANNED, "channel_integrity: the job ended at phase first_call without finishing"),
     # the audit is the line: reaching the thing does no harm by itself once the judge's modules are out of reach
     ("rt_torch_os_fork.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
     ("rt_getattr_computed.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
@@ -169,3 +169,67 @@ def test_delegation_by_work_bans_a_library_call_that_is_the_whole_problem():
 def test_delegation_by_work_forgives_a_negligible_torch_op():
     check = delegation(GEMM_GELU, ["gelu", "mm"], work({"mm": 1, "sum": 1}, library_bytes=6 << 20, library_flops=2 * 1024**3, other_bytes=64 << 10))
     assert check.passed, check.detail
+
+
+# The second red team: a helper that had seen none of the fixtures above wrote these against the judge as it
+# stood (17 attempts, 14 of which got through: tests/fixtures/redteam2, each file's header says how). Each is now
+# caught by the full judge, and with the audit off by the run-time checks (the one exception is said below).
+REDTEAM2 = ROOT / "tests" / "fixtures" / "redteam2"
+# (fixture, problem, the full judge's status and reason, the status and reason with the audit off)
+SECOND = [
+    ("a01_python_item_softmax.py", SOFTMAX, (Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host"),
+     (Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host")),
+    ("a02_shell_subprocess_softmax.py", SOFTMAX, (Status.BANNED, "banned_import (line 9): uses torch.utils"),
+     (Status.BANNED, "background_threads: call(s) trial_1")),
+    ("a03_softmax_no_max_shift.py", SOFTMAX, (Status.MISMATCH, "correctness: outliers: non-finite mismatch"),
+     (Status.MISMATCH, "correctness: outliers: non-finite mismatch")),
+    ("a04_swish_range_limited.py", SWISH, (Status.MISMATCH, "correctness: outliers:"), (Status.MISMATCH, "correctness: outliers:")),
+    ("a05_exclude_python_key.py", SOFTMAX, (Status.BANNED, "dynamic_code (line 13): calls getattr with a name computed at run time"),
+     (Status.BANNED, "judge_integrity: replaced during call trial_1: torch._C._dispatch_tls_set_dispatch_key_excluded")),
+    ("a06_frames_wipe_work.py", SOFTMAX, (Status.BANNED, "banned_import (line 6): imports logging"),
+     (Status.BANNED, "judge_integrity: replaced during call trial_1: the judge's record of the call's torch work")),
+    ("a07_forge_ok_failure.py", SOFTMAX, (Status.BANNED, "banned_import (line 5): imports logging"),
+     (Status.BANNED, "channel_integrity: the worker's report ends in a status it may not give, 'ok'")),
+    ("a08_closerange_infra_error.py", SOFTMAX, (Status.BANNED, "dynamic_code (line 13): uses os.closerange"),
+     (Status.RUNTIME_ERROR, "the judge closed the channel")),  # counted against the candidate, not the judge
+    ("a09_class_property_oom.py", SOFTMAX, (Status.BANNED, "introspection (line 14): binds __class__ in class Result"),
+     (Status.RUNTIME_ERROR, "the result of call trial_1 could not be read")),
+    ("a10_tmpfs_memory_bypass.py", SOFTMAX, (Status.BANNED, "banned_import (line 10): uses torch.utils"),
+     (Status.OK, "passed every check")),  # an honest kernel; its 2 GB in /tmp now stop at the private /tmp's 1 GB
+    ("a11_initial_environ_leak.py", SOFTMAX, (Status.BANNED, "banned_import (line 10): uses torch.utils"),
+     (Status.RUNTIME_ERROR, "call trial_1 raised ValueError: LEAKED ENVIRONMENT")),  # and no secret in it (below)
+    ("a12_daemon_outlive.py", SOFTMAX, (Status.BANNED, "banned_import (line 8): uses torch.utils"),
+     (Status.BANNED, "background_threads: processes still running after call(s) trial_1")),
+    ("a13_realtime_signal_crash.py", SOFTMAX, (Status.BANNED, "banned_import (line 8): uses torch.utils"),
+     (Status.RUNTIME_ERROR, "the process died from signal 40")),
+    ("a14_reference_model_reuse.py", "level3/2_TransformerBlock.py", (Status.BANNED, "banned_import (line 9): imports importlib"),
+     (Status.BANNED, "judge_integrity: replaced during call trial_1: torch._C._dispatch_tls_set_dispatch_key_excluded")),
+    ("a15_forged_call_records.py", SOFTMAX, (Status.BANNED, "banned_import (line 8): imports logging"),
+     (Status.BANNED, "channel_integrity: a second record of call 'trial_1'")),
+    ("c16_patch_worker_globals.py", SOFTMAX, (Status.BANNED, "banned_import (line 3): imports logging"),
+     (Status.BANNED, "judge_integrity: replaced during call trial_1: pipeline.judge.worker.same_tensor")),
+    ("c17_lazy_subclass_via_pick.py", SOFTMAX, (Status.BANNED, "dynamic_code (line 10): calls getattr with a name computed"),
+     (Status.BANNED, "output_types: outputs of type egg_candidate.Lazy")),
+]
+
+
+def test_every_attempt_of_the_second_red_team_is_in_the_table():
+    assert {s[0] for s in SECOND} == {p.name for p in REDTEAM2.glob("*.py")}
+
+
+@pytest.mark.parametrize("name, problem_file, full, off", SECOND, ids=[s[0] for s in SECOND])
+def test_the_second_red_teams_attempts_are_caught(audited, unaudited, name, problem_file, full, off):
+    for judge, (status, reason) in ((audited, full), (unaudited, off)):
+        result = judge.evaluate(load_problem(TINY / problem_file), load_candidate(REDTEAM2 / name))
+        assert (result.status, result.reason[: len(reason)]) == (status, reason), result.reason
+
+
+def test_a_jobs_environment_holds_none_of_the_users_secrets(monkeypatch):
+    """The attempt that read its worker's start-up environment finds only names a worker needs: not a key, not a
+    database address, not a GH_AUTH (egg's processes start from a whitelist, not a blacklist)."""
+    for name, value in (("GH_AUTH", "gh-auth-redteam"), ("DATABASE_URL", "postgres://admin:pw-redteam@db/prod"), ("OPENAI_API_KEY", "sk-redteam")):
+        monkeypatch.setenv(name, value)
+    with Judge(EvalOptions(device="cpu", correctness_trials=1, repeat_calls=0), auditor=no_static_findings) as judge:
+        result = judge.evaluate(load_problem(TINY / SOFTMAX), load_candidate(REDTEAM2 / "a11_initial_environ_leak.py"))
+    assert result.reason.startswith("call trial_1 raised ValueError: LEAKED ENVIRONMENT"), result.reason
+    assert "redteam" not in result.reason and "sk-" not in result.reason, result.reason

@@ -46,7 +46,7 @@ def test_a_second_judge_takes_the_facts_from_disk_and_a_second_candidate_from_me
 def test_every_check_draws_fresh_inputs_however_the_facts_were_found(tmp_path):
     """The facts are cached, the inputs never are: no two checks share a seed, so no candidate can know one."""
     seeds = [judged(tmp_path).input_seeds for _ in range(3)]
-    names = {"trial_1", "trial_2", "signed", "scaled", "audit"}
+    names = {"trial_1", "trial_2", "signed", "scaled", "outliers", "audit"}
     assert all(set(s) == names for s in seeds), seeds
     drawn = [v for s in seeds for v in s.values()]
     assert len(set(drawn)) == len(drawn)

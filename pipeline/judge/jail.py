@@ -1,0 +1,38 @@
+"""Runs one Python module in the judge's sandbox: `python -m pipeline.judge.jail SPEC.json`.
+
+The spec (written by pipeline.judge.launcher) holds the isolation plan, the limits, the device and the module with
+its arguments. This process dies with the one that started it (PR_SET_PDEATHSIG), enters the sandbox
+(pipeline.judge.isolation: its own PID, mount, network and IPC namespaces, a read-only root holding only what the
+job needs, an unprivileged uid when egg runs as root, an environment with no secret), applies the limits, writes
+what isolation it got to `isolation.json` in the job folder, and then becomes the module (exec): no line of the
+module's code, or of the user code it imports, runs before all of that.
+
+Imports: the standard library only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+from pipeline.judge import isolation, limits
+
+
+def main(spec_path: str) -> None:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    ctypes.CDLL(None).prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    plan = isolation.Plan.from_json(spec["plan"])
+    report = isolation.enter(plan)  # returns in the job, inside its namespaces, as its own user
+    job_limits = limits.Limits.from_json(spec["limits"])
+    limits.apply(job_limits, device=spec["device"], unprivileged=os.getuid() == isolation.SANDBOX_UID)
+    with open(os.path.join(plan.workdir, "isolation.json"), "w") as f:
+        json.dump(report.to_json(), f)
+    os.execv(sys.executable, [sys.executable, "-m", spec["module"], *spec["args"]])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
