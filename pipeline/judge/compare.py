@@ -45,6 +45,37 @@ def _allclose(out: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
     return bool(torch.allclose(out.double(), ref.double(), atol=tol, rtol=tol, equal_nan=True))
 
 
+class DegeneracyWatch:
+    """`detect_degenerate` one trial at a time, chunk by chunk: the reference worker feeds it each trial's outputs as
+    they are made, so GiB outputs never have to be held together (or copied whole to float64)."""
+
+    def __init__(self) -> None:
+        self.zeros = self.constant = True
+        self.seen = False
+
+    def add(self, outputs: list[torch.Tensor]) -> None:
+        for t in outputs:
+            if not t.is_floating_point() or t.numel() == 0:
+                continue
+            self.seen = True
+            tol = tolerance(t.dtype)
+            flat = t.detach().reshape(-1)
+            mean = float(flat.double().sum()) / flat.numel()
+            for start in range(0, flat.numel(), CHUNK_ELEMENTS):
+                r = flat[start : start + CHUNK_ELEMENTS].double()
+                if self.zeros and not bool((r.abs() <= tol + tol * r.abs()).all()):
+                    self.zeros = False
+                if self.constant and not bool(((r - mean).abs() <= tol + tol * r.abs()).all()):
+                    self.constant = False
+
+    def verdict(self) -> Degeneracy:
+        if self.seen and self.zeros:
+            return Degeneracy(True, "all zeros would pass every trial within tolerance")
+        if self.seen and self.constant:
+            return Degeneracy(True, "a constant would pass every trial within tolerance")
+        return Degeneracy(False)
+
+
 def detect_degenerate(trials: list[list[torch.Tensor]], device: str = "cpu") -> Degeneracy:
     """A problem is degenerate when writing zeros, or one constant, would pass every correctness trial."""
     floating = [[t.to(device) for t in outs if t.is_floating_point() and t.numel() > 0] for outs in trials]

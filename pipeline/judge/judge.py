@@ -46,6 +46,8 @@ from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, P
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
 DEFAULT_CACHE = "default"  # Judge(cache_dir=...): the reference cache under $EGG_CACHE (None: no disk cache)
+# How many bytes of reference outputs the judge lets the reference's worker run ahead of the candidate.
+REFERENCE_AHEAD_BYTES = {"cuda": 16 << 30, "cpu": 2 << 30}
 
 
 
@@ -138,10 +140,12 @@ class Judge:
         if known is not None:
             return known
         draw = self.draw(None)
-        comparer = Comparer(draw, compare.Degeneracy(False), self.compare_device, self.options.repeat_calls)
-        job = self._start_reference(problem, draw, comparer, full=True)
-        reference, _ = self._finish_full(problem, draw, comparer, job.wait())
-        return reference
+        spec = {"kind": "reference", "mode": "full", "problem_path": problem.path, "options": _worker_options(self.options),
+                "sets": list(draw.checked), "timed_sets": list(draw.timed_sets)}
+        job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
+                              run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
+                              cache_key=f"reference-{problem.fingerprint[:16]}")
+        return self._finish_full(problem, draw, job.wait())
 
     def _known_reference(self, problem: Problem) -> Reference | None:
         kept = self._references.get(problem.fingerprint)
@@ -169,13 +173,20 @@ class Judge:
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
         return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0)
 
-    def _start_reference(self, problem: Problem, draw: Draw, comparer: Comparer, *, full: bool) -> Job:
-        spec = {"kind": "reference", "mode": "full" if full else "outputs", "problem_path": problem.path,
-                "options": _worker_options(self.options), "sets": draw.reference_sets(), "timed_sets": list(draw.timed_sets)}
+    def _start_reference(self, problem: Problem, draw: Draw, comparer: Comparer, reference: Reference) -> Job:
+        """The reference's outputs for this check's draw, computed beside the candidate, at most `ahead` checked sets
+        before the judge has let go of earlier ones (each release sends the worker a `next`)."""
+        first = reference.result["structure"].get(draw.trials[0]["name"], {}).get("tensors", [])
+        per_set = max(1, sum(_nbytes(t["dtype"], t["shape"]) for t in first))
+        ahead = max(2, REFERENCE_AHEAD_BYTES[self.compare_device] // per_set)
+        spec = {"kind": "reference", "mode": "outputs", "problem_path": problem.path, "options": _worker_options(self.options),
+                "sets": draw.reference_sets(), "checked": len(draw.checked), "ahead": ahead}
         handlers = Handlers(outputs=comparer.reference_outputs)
-        return self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
-                               run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
-                               cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers)
+        job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
+                              run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
+                              cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers)
+        comparer.on_release = lambda: job.send({"type": "next"})
+        return job
 
     def _reference_result(self, outcome: JobOutcome) -> dict[str, Any]:
         """The reference worker's result, or ReferenceError with its story."""
@@ -191,26 +202,19 @@ class Judge:
         finally:
             shutil.rmtree(outcome.workdir, ignore_errors=True)  # candidates must not find the reference outputs on disk
 
-    def _finish_full(self, problem: Problem, draw: Draw, comparer: Comparer, outcome: JobOutcome) -> tuple[Reference, Draw]:
+    def _finish_full(self, problem: Problem, draw: Draw, outcome: JobOutcome) -> Reference:
         """Facts from a full reference run: the hidden trials it can take, the degeneracy, the calibration."""
         result = self._reference_result(outcome)
-        notes, unusable = [], set()
-        for entry in draw.hidden:
-            outputs = comparer.reference.get(entry["name"], [])
-            if any(t.is_floating_point() and not bool(t.isfinite().all()) for t in outputs):
-                unusable.add(entry["name"])
-                notes.append(f"{entry['name']}-input trial skipped: the reference itself gives NaN/Inf on {entry['name']} inputs")
-        comparer.drop_reference(unusable)
-        draw = draw.without(unusable)
-        if draw.hidden == () and (self.options.signed_trial or self.options.scaled_trial or self.options.outlier_trial):
+        unusable = set(result.get("hidden_unusable", []))
+        notes = [f"{name}-input trial skipped: the reference itself gives NaN/Inf on {name} inputs" for name in sorted(unusable)]
+        hidden = tuple(s["name"] for s in draw.hidden if s["name"] not in unusable)
+        if not hidden and (self.options.signed_trial or self.options.scaled_trial or self.options.outlier_trial):
             notes.append("no hidden trial: the reference gives NaN/Inf on signed, scaled and outlier inputs alike")
-        trial_outputs = [comparer.reference[s["name"]] for s in draw.trials if s["name"] in comparer.reference]
-        degeneracy = compare.detect_degenerate(trial_outputs, device=self.compare_device)
-        comparer.degeneracy = degeneracy
-        reference = Reference(result, degeneracy, tuple(s["name"] for s in draw.hidden), notes, _calibration(result, outcome.marks),
-                              "computed", dict(result.get("phase_s", {})))
+        d = result.get("degeneracy") or {"degenerate": False, "reason": ""}
+        reference = Reference(result, compare.Degeneracy(d["degenerate"], d["reason"]), hidden, notes,
+                              _calibration(result, outcome.marks), "computed", dict(result.get("phase_s", {})))
         self.cache.store(self._key(problem), reference.facts())
-        return self._keep(problem, reference), draw
+        return self._keep(problem, reference)
 
     def _keep(self, problem: Problem, reference: Reference) -> Reference:
         self._references[problem.fingerprint] = reference
@@ -290,7 +294,7 @@ class Comparer:
     """Pairs each candidate call's outputs with the reference's as both arrive, compares them, and lets both go
     (GiB outputs are never all held at once). Fed from the jobs' channel threads."""
 
-    def __init__(self, draw: Draw, degeneracy: compare.Degeneracy, device: str, repeats: int,
+    def __init__(self, draw: Draw | None, degeneracy: compare.Degeneracy, device: str, repeats: int,
                  structure: dict[str, Any] | None = None) -> None:
         self.draw, self.degeneracy, self.device = draw, degeneracy, device
         self.structure = structure  # the reference's output structure by set, when known ahead
@@ -300,12 +304,14 @@ class Comparer:
         self.results: dict[str, TrialResult] = {}
         self._repeats_left = repeats
         self._asked: set[str] = set()
+        self.on_release: Callable[[], None] = lambda: None  # a checked set's reference output was let go
         self.trial_clock: list[float] = []
         self._lock = threading.Lock()
 
-    def drop_reference(self, names: set[str]) -> None:
-        for name in names:
-            self.reference.pop(name, None)
+    def start(self, draw: Draw, degeneracy: compare.Degeneracy, structure: dict[str, Any]) -> None:
+        """The check's draw, once the reference's facts are known (the candidate's worker starts before)."""
+        with self._lock:
+            self.draw, self.degeneracy, self.structure = draw, degeneracy, structure
 
     def reference_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
         with self._lock:
@@ -316,6 +322,8 @@ class Comparer:
     def check_candidate(self, call: str, specs: list[tuple[torch.dtype, tuple[int, ...]]]) -> str:
         """Why the candidate may not hand over these outputs ('' when it may): a call the judge did not make, or
         more bytes than the reference's outputs of that call (the candidate decides no size of the judge's)."""
+        if self.draw is None:
+            return f"outputs of {call!r} before the judge asked for any"
         known = {s["name"] for s in self.draw.checked} | set(self.draw.offsets)
         if call not in known or (self.draw.is_timed_trial(call) and call not in self._asked):
             return f"outputs of a call {call!r} the judge never made"
@@ -353,13 +361,14 @@ class Comparer:
         if call.startswith("repeat_"):
             self._repeats_left -= 1
         if name != self.draw.trials[0]["name"] or self._repeats_left <= 0:
-            self.reference.pop(name, None)  # the first trial's stays until every repeat is compared
+            if self.reference.pop(name, None) is not None and name in {s["name"] for s in self.draw.checked}:
+                self.on_release()  # the first trial's stays until every repeat is compared
 
     def sample(self, call: str) -> dict[str, int] | None:
         """The subsample of an extra call's outputs, revealed once that call has returned: {} for a timed trial that
         is not compared, None for a call the judge never made or one asked for twice."""
         with self._lock:
-            if call in self._asked or not (call in self.draw.offsets or self.draw.is_timed_trial(call)):
+            if self.draw is None or call in self._asked or not (call in self.draw.offsets or self.draw.is_timed_trial(call)):
                 return None
             self._asked.add(call)
             if self.draw.is_timed_trial(call):
@@ -413,39 +422,34 @@ class Evaluation:
             audit = self._audit(source, reference.dtypes)
             if audit.early is not None:
                 return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
-        draw = judge.draw(reference)
-        comparer = Comparer(draw, reference.degeneracy if reference else compare.Degeneracy(False), judge.compare_device,
-                            judge.options.repeat_calls, reference.result["structure"] if reference else None)
         jobs: list[Job] = []
         try:
-            job = self._start_candidate(comparer)
+            comparer = Comparer(None, compare.Degeneracy(False), judge.compare_device, judge.options.repeat_calls)
+            job = self._start_candidate(comparer)  # its start-up (a sandbox, CUDA) overlaps the reference's
             jobs.append(job)
-            ref_job = judge._start_reference(self.problem, draw, comparer, full=reference is None)
-            jobs.append(ref_job)
             self._lap("start_jobs")
-            if reference is None:  # the first check of this problem here: its facts first, then the candidate
-                reference, draw = judge._finish_full(self.problem, draw, comparer, ref_job.wait())
-                comparer.draw, comparer.structure = draw, reference.result["structure"]
-                self._lap("reference")
+            if reference is None:  # the first check of this problem here: its facts first
+                reference = judge.reference(self.problem)
+                self._lap("reference_facts")
                 audit = self._audit(source, reference.dtypes)
                 if audit.early is not None:
                     job.kill()
                     job.wait()
                     return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
-                self._send_inputs(job, draw, reference)
-                checksums = None
-            else:
-                self._send_inputs(job, draw, reference)
-                checksums = judge._reference_result(ref_job.wait())
-                self._lap("reference")
+            draw = judge.draw(reference)
+            comparer.start(draw, reference.degeneracy, reference.result["structure"])
+            ref_job = judge._start_reference(self.problem, draw, comparer, reference)
+            jobs.append(ref_job)
+            self._send_inputs(job, draw, reference)
+            checksums = judge._reference_result(self._wait_reference(ref_job, job, len(draw.checked)))
+            self._lap("reference")
             if draw.timed_sets:
                 job.send_when("wait_go", {"type": "go", "timed_sets": list(draw.timed_sets), "scales": list(draw.scales)})
             outcome = job.wait()
             jobs.clear()
             comparer.finish()
             self._lap("candidate")
-            verdict = Verdict(judge, self.problem, self.candidate, reference, audit.check, draw, comparer,
-                              checksums or reference.result)
+            verdict = Verdict(judge, self.problem, self.candidate, reference, audit.check, draw, comparer, checksums)
             result = verdict.judge_outcome(outcome, self._lap)
         except BaseException:
             for running in jobs:
@@ -456,6 +460,17 @@ class Evaluation:
             self.phases.update({f"reference_worker_{k}": v for k, v in reference.worker_phase_s.items()})
         self.phases.update(_worker_phases(result.phase_s))
         return dataclasses.replace(result, judge_phase_s=self.phases, reference_source=reference.source, input_seeds=draw.seeds())
+
+    @staticmethod
+    def _wait_reference(ref_job: Job, job: Job, checked: int) -> JobOutcome:
+        """The reference worker's outcome. It may wait for the judge to let go of earlier outputs, which needs the
+        candidate's: once the candidate's worker has ended (a crash, a timeout), it is let run to its end."""
+        while not ref_job.exited.wait(0.05):
+            if job.exited.is_set():
+                for _ in range(checked):
+                    ref_job.send({"type": "next"})
+                break
+        return ref_job.wait()
 
     def _unreadable(self, why: str) -> EvalResult:
         return EvalResult(Status.COMPILE_ERROR, why, self.problem, self.candidate, self.judge.options.device,

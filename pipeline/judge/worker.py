@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from pipeline.judge import channel, timing
-from pipeline.judge.compare import subsample
+from pipeline.judge.compare import DegeneracyWatch, subsample
 from pipeline.judge.probes import (
     HostProbe,
     WatchGuards,
@@ -246,9 +246,18 @@ def _floating(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
+CHUNK = 1 << 26  # elements a worker reads at a time when it checks an input (GiB inputs need no copy of themselves)
+
+
 def checksum(inputs: list[Any]) -> list[float | None]:
-    """A number per input, so the parent can tell that reference and candidate saw the same inputs."""
-    return [float(torch.sum(v, dtype=torch.float64)) if isinstance(v, torch.Tensor) else None for v in inputs]
+    """A number per input, so the parent can tell that reference and candidate saw the same inputs (summed in float64,
+    chunk by chunk)."""
+    return [_sum64(v) if isinstance(v, torch.Tensor) else None for v in inputs]
+
+
+def _sum64(v: torch.Tensor) -> float:
+    flat = v.detach().reshape(-1)
+    return float(sum(torch.sum(flat[i : i + CHUNK], dtype=torch.float64) for i in range(0, flat.numel(), CHUNK))) if flat.numel() else 0.0
 
 
 def flatten_output(out: Any) -> tuple[str, list[Any]]:
@@ -265,12 +274,18 @@ def describe(t: torch.Tensor) -> dict[str, Any]:
 
 
 def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise-equal content (NaN equals NaN), for telling whether an input was written."""
+    """Bitwise-equal content (NaN equals NaN), for telling whether an input was written (chunk by chunk)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all())
-    return bool(torch.equal(a, b))
+    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    for i in range(0, fa.numel(), CHUNK):
+        x, y = fa[i : i + CHUNK], fb[i : i + CHUNK]
+        if a.is_floating_point():
+            if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
+                return False
+        elif not bool(torch.equal(x, y)):
+            return False
+    return True
 
 
 def model_bytes(model: torch.nn.Module) -> int:
@@ -316,8 +331,13 @@ def keep_subsampled(sink: OutputSink, name: str, items: list[Any], sample: dict[
 
 
 class ReferenceRun:
-    """Runs the problem's Model on every input set of the judge's draw, and in "full" mode records what a verdict
-    needs beyond the outputs: the work it does, its costs, its baselines and the calibration of the clocks."""
+    """Runs the problem's Model on every input set of the judge's draw.
+
+    mode "outputs": hands each set's outputs to the judge, and before each checked set beyond the first `ahead`
+    waits for the judge's `next` (it sends one as it lets a reference output go): GiB outputs never pile up in the
+    judge. mode "full": keeps no output; records what a verdict needs besides them (the output structure, whether
+    the problem is degenerate and which hidden trials it can take, the work it does, its costs, its baselines and
+    the calibration of the clocks)."""
 
     def __init__(self, job: Job, result: dict[str, Any]) -> None:
         self.job, self.result = job, result
@@ -334,8 +354,11 @@ class ReferenceRun:
         model = problem.Model(*init).to(job.device)
         job.phase("reference")
         self.result["structure"], self.result["checksums"] = {}, {}
-        work = Work()
+        work, degeneracy, unusable = Work(), DegeneracyWatch(), []
+        checked, ahead = int(spec.get("checked", len(spec["sets"]))), int(spec.get("ahead", 1 << 30))
         for k, input_set in enumerate(spec["sets"]):
+            if not full and ahead <= k < checked:
+                job.receive("next", f"the reference's set {input_set['name']}")
             inputs = make_inputs(problem.get_inputs, input_set, job.device)
             self.result["checksums"][input_set["name"]] = checksum(inputs)
             recorder = WorkRecorder(work) if full and k == 0 else None
@@ -346,11 +369,17 @@ class ReferenceRun:
                 else:
                     out = model(*inputs)
             job.sync()
-            self.record(input_set, out)
+            if full:
+                self.describe(input_set, out, degeneracy, unusable)
+            else:
+                self.record(input_set, out)
             del out, inputs
         self.result["output_transport"] = self.outputs.transport
         if not full:
             return
+        verdict = degeneracy.verdict()
+        self.result["degeneracy"] = {"degenerate": verdict.degenerate, "reason": verdict.reason}
+        self.result["hidden_unusable"] = unusable
         self.result["work"] = work.to_json()
         first = next(s for s in spec["sets"] if not s.get("transform"))
         self.record_costs(model, make_inputs(problem.get_inputs, first, job.device))
@@ -358,6 +387,17 @@ class ReferenceRun:
         if job.device.type == "cuda" and job.options["timing"] and timed:
             job.phase("baselines")
             self.time_baselines(model, [make_inputs(problem.get_inputs, s, job.device) for s in timed])
+
+    def describe(self, input_set: dict[str, Any], out: Any, degeneracy: DegeneracyWatch, unusable: list[str]) -> None:
+        """A set's output structure, and what the facts need of its values (no output leaves this process)."""
+        kind, items = flatten_output(out)
+        name = input_set["name"]
+        tensors = [t for t in items if isinstance(t, torch.Tensor)]
+        self.result["structure"][name] = {"kind": kind, "tensors": [describe(t) for t in tensors]}
+        if name.startswith("trial_"):
+            degeneracy.add(tensors)
+        elif input_set.get("transform") and any(t.is_floating_point() and not bool(t.isfinite().all()) for t in tensors):
+            unusable.append(name)
 
     def record(self, input_set: dict[str, Any], out: Any) -> None:
         kind, items = flatten_output(out)
@@ -502,12 +542,14 @@ class CandidateRun:
         self.snapshot: NamespaceSnapshot | None = None
         self.tampering: list[str] = []
         self.records_edited: list[str] = []  # the worker's own evidence found edited (its second counts disagree)
+        self.compiler_processes, self.compiler_cpu_s = 0, 0.0  # what Triton's own compiles started (set aside)
 
     def run(self) -> None:
         job = self.job
         self.launches.install()
         self.host.install()
         self.guards.install()
+        self.install_compile_accounting()
         if job.device.type != "cuda":
             interpreter_autotune()
         warm_up(job.device)
@@ -584,7 +626,7 @@ class CandidateRun:
         sums = checksum(inputs)
         self.result["checksums"][name] = sums
         before = [v.clone() if isinstance(v, torch.Tensor) else None for v in inputs]
-        processes_before = process_accounting()
+        processes_before = self.candidate_processes()
         self.poison()
         launches_before, own_before = self.launches.total(), self.launches.own_total()
         work = Work()
@@ -602,25 +644,18 @@ class CandidateRun:
         if recorder.tampered():
             self.records_edited.append("the judge's record of the call's torch work")
         self.verify(f"call {name}")
-        try:
-            record = self.record(name, out, inputs, before, launches_before, own_before, work, sums, processes_before)
-        except Exception as exc:  # the result's own code ran here (a property, a __class__): the candidate's doing
+        try:  # the result's own code may run here (a property, a __class__): what fails is the candidate's doing
+            kind, items = flatten_output(out)
+            types = [f"{type(t).__module__}.{type(t).__qualname__}" for t in items]
+            tensors = [describe(t) for t in items if type(t) is torch.Tensor]
+        except Exception as exc:
             raise JobFailure("runtime_error", f"the result of call {name} could not be read: {type(exc).__name__}: {exc}", traceback.format_exc())
-        self.calls.append(record)
-        self.job.send({"type": "call", "record": record})
-        keep_subsampled(self.outputs, name, flatten_output(out)[1], self.job.sample(name) if sample else None)
-        return out
-
-    def record(self, name: str, out: Any, inputs: list[Any], before: list[Any], launches_before: int, own_before: int,
-               work: Work, sums: list, processes_before: tuple[int, float]) -> dict[str, Any]:
-        """What the judge is told of one call, read from its result (whose code may run in isinstance and co.)."""
-        kind, items = flatten_output(out)
-        processes, cpu_s = process_accounting()
-        return {
+        processes, cpu_s = self.candidate_processes()
+        record = {
             "name": name,
             "kind": kind,
-            "types": [f"{type(t).__module__}.{type(t).__qualname__}" for t in items],
-            "tensors": [describe(t) for t in items if isinstance(t, torch.Tensor)],
+            "types": types,
+            "tensors": tensors,
             "launches": self.launches.total() - launches_before,
             "own_launches": self.launches.own_total() - own_before,
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
@@ -631,6 +666,33 @@ class CandidateRun:
             "work": work.to_json(),
             "checksum": sums,
         }
+        self.calls.append(record)
+        self.job.send({"type": "call", "record": record})
+        keep_subsampled(self.outputs, name, items, self.job.sample(name) if sample else None)
+        return out
+
+    def install_compile_accounting(self) -> None:
+        """Triton's compiler starts processes of its own (ptxas) while a call compiles a kernel: what processes and
+        CPU time its compiles account for is set aside, so only what the candidate started counts."""
+        from triton.runtime.jit import JITFunction
+
+        original, run = JITFunction._do_compile, self
+
+        def _do_compile(kernel, *args, **kwargs):
+            before = process_accounting()
+            try:
+                return original(kernel, *args, **kwargs)
+            finally:
+                after = process_accounting()
+                run.compiler_processes += max(0, after[0] - before[0])
+                run.compiler_cpu_s += max(0.0, after[1] - before[1])
+
+        JITFunction._do_compile = _do_compile
+
+    def candidate_processes(self) -> tuple[int, float]:
+        """process_accounting() less what Triton's compiles account for."""
+        processes, cpu_s = process_accounting()
+        return processes - self.compiler_processes, cpu_s - self.compiler_cpu_s
 
     def watched_call(self, model, inputs: list[Any]) -> Any:
         """The candidate's forward, with the guards on torch's switches armed for exactly its duration."""

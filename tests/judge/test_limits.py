@@ -90,3 +90,18 @@ def test_job_folders_of_a_killed_process_are_removed_at_the_next_start(tmp_path)
     with WorkerPool("cpu", root=tmp_path):
         assert [p for p in left if p.exists()] == []
         assert len(list(tmp_path.glob("egg-jobs-*"))) == 1  # this pool's own
+
+
+@pytest.mark.parametrize("name, status", [("softmax_ok.py", Status.OK), ("segfault.py", Status.RUNTIME_ERROR), ("hang_first_call.py", Status.TIMEOUT)])
+def test_the_reference_keeps_at_most_two_sets_ahead_of_the_candidate_and_never_deadlocks(monkeypatch, name, status):
+    """With room for no reference output at all in the judge, its worker runs two checked sets ahead and then
+    waits for the judge to let one go; a candidate that crashes or hangs still ends its check at once."""
+    from pipeline.judge import judge as judge_module
+
+    from .conftest import candidate
+
+    monkeypatch.setitem(judge_module.REFERENCE_AHEAD_BYTES, "cpu", 1)
+    with Judge(EvalOptions(device="cpu", compile_timeout_s=8, run_timeout_s=8)) as judge:
+        result = judge.evaluate(problem(SOFTMAX), candidate(name))
+    assert result.status is status, result.reason
+    assert result.duration_s < 25
