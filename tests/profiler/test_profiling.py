@@ -83,7 +83,7 @@ def measured(tmp_path, monkeypatch, **env):
     from pipeline.profiler.survey import Survey
 
     monkeypatch.setenv("EGG_CACHE", str(tmp_path))
-    monkeypatch.setenv("FAKE_NCU_CSV", str(ROOT / "tests" / "fixtures" / "ncu" / "synthetic_copy.csv"))
+    monkeypatch.setenv("EGG_FAKE_NCU_CSV", str(ROOT / "tests" / "fixtures" / "ncu" / "synthetic_copy.csv"))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     survey = Survey((), (), "meta", ProblemCosts(0, 2 * 1024**3, ("float32",)), 0.0)
@@ -101,7 +101,7 @@ def test_ncu_output_flows_into_a_classified_report_and_the_raw_report_is_kept(tm
 
 
 def test_refused_counters_fall_back_and_a_failed_run_is_data(tmp_path, monkeypatch):
-    report = measured(tmp_path, monkeypatch, FAKE_NCU_DENY="1")  # then the real driver runs, and fails: no CUDA here
+    report = measured(tmp_path, monkeypatch, EGG_FAKE_NCU_DENY="1")  # then the real driver runs, and fails: no CUDA here
     assert report.source == "static_only"
     assert "ERR_NVGPUCTRPERM" in report.notes[0] and "falling back to the torch profiler" in report.notes[0]
     assert any("the measured run failed" in n for n in report.notes)
