@@ -136,16 +136,15 @@ class Job:
 
 def prepare(job: Job, trusted_cache: str | None = None) -> None:
     """Runs as the job enters its sandbox, before its root changes and its privileges drop: on a GPU, initialize
-    CUDA and compile the judge's own timing kernel into a cache only egg can write (a candidate may write the
+    CUDA and Triton's driver, and compile the judge's own kernels into a cache only egg can write (a candidate may write the
     compile cache it later runs from, never the one the judge's kernels come from)."""
     if job.device.type != "cuda":
         return
     job.phase("cuda_init")
     torch.ones(1, device=job.device)
-    if job.options.get("timing") and job.spec["kind"] == "candidate":
-        if trusted_cache:
-            os.environ["TRITON_CACHE_DIR"] = trusted_cache
-        timing.prepare_head_start(job.options["head_start_mode"])
+    if job.spec["kind"] == "candidate" and trusted_cache:
+        os.environ["TRITON_CACHE_DIR"] = trusted_cache
+    timing.warm_triton()  # what Triton starts once a process runs now, not in a call or a timed trial
 
 
 def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | None = None) -> int:
@@ -435,6 +434,7 @@ class ReferenceRun:
                     if opts.get("cuda_graph"):
                         graphed = timing.time_graph(lambda: fn(*buffers), warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
                         baselines[f"{name}_graph"] = timing.summarize(graphed.event_ms, graphed.method)
+                        sums[f"{name}_graph"] = sample_sums(graphed)
             except Exception as exc:  # a baseline that cannot run (torch.compile can fail) is reported, not fatal
                 errors[name] = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
@@ -672,22 +672,40 @@ class CandidateRun:
         return out
 
     def install_compile_accounting(self) -> None:
-        """Triton's compiler starts processes of its own (ptxas) while a call compiles a kernel: what processes and
-        CPU time its compiles account for is set aside, so only what the candidate started counts."""
+        """Triton starts processes of its own while a call first runs a kernel: ptxas when it compiles
+        (JITFunction._do_compile) and the C compiler when it builds the kernel's launcher on first use
+        (CompiledKernel._init_handles; H200 call 4 of session 10 and call 1 of session 11 flagged them). What
+        processes and CPU time those account for is set aside, so only what the candidate started counts. Not
+        while a hook of Triton's is set that would run code of the candidate's inside them."""
+        from triton import knobs
+        from triton.compiler.compiler import CompiledKernel
         from triton.runtime.jit import JITFunction
 
-        original, run = JITFunction._do_compile, self
+        run, chain = self, knobs.HookChain  # taken before any candidate code
 
-        def _do_compile(kernel, *args, **kwargs):
-            before = process_accounting()
-            try:
-                return original(kernel, *args, **kwargs)
-            finally:
-                after = process_accounting()
-                run.compiler_processes += max(0, after[0] - before[0])
-                run.compiler_cpu_s += max(0.0, after[1] - before[1])
+        def unset(hook) -> bool:  # a plain None, or one of Triton's own hook chains with nothing in it
+            return hook is None or (type(hook) is chain and not hook.calls)
 
-        JITFunction._do_compile = _do_compile
+        def hooks_clear() -> bool:
+            r = knobs.runtime
+            return all(unset(getattr(r, name, None)) for name in (
+                "jit_cache_hook", "jit_post_compile_hook", "add_stages_inspection_hook", "kernel_load_start_hook",
+                "kernel_load_end_hook"))
+
+        def set_aside(original):
+            def wrapper(*args, **kwargs):
+                clear, before = hooks_clear(), process_accounting()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    if clear and hooks_clear():
+                        after = process_accounting()
+                        run.compiler_processes += max(0, after[0] - before[0])
+                        run.compiler_cpu_s += max(0.0, after[1] - before[1])
+            return wrapper
+
+        JITFunction._do_compile = set_aside(JITFunction._do_compile)
+        CompiledKernel._init_handles = set_aside(CompiledKernel._init_handles)
 
     def candidate_processes(self) -> tuple[int, float]:
         """process_accounting() less what Triton's compiles account for."""
