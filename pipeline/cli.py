@@ -56,7 +56,7 @@ except ImportError as missing:  # the GPU machine's image lacks sqlite-utils and
     session_app = gate_app = typer.Typer(help=f"Unavailable in this environment ({missing}).")
 app.add_typer(session_app, name="session")
 app.add_typer(gate_app, name="gate")
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line, whatever the terminal width
 DEFAULTS = EvalOptions()
 _IMPORTED_AT = _since_start()  # this module and its subcommands' modules imported
 

@@ -46,7 +46,7 @@ def _store_errors_in_one_line(function: Callable) -> Callable:
 session_app = _Commands(help="Sessions: one problem through the method, stopping at gates for a person.", no_args_is_help=True)
 gate_app = _Commands(help="Gates: where a session waits for a person's decision.", no_args_is_help=True)
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line, whatever the terminal width
 
 DbOption = typer.Option(None, "--db", envvar=api.DB_VARIABLE, help="The store (default: data/egg.sqlite in a checkout).")
 JsonOption = typer.Option(False, "--json", help="Print JSON.")
