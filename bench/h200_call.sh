@@ -2,7 +2,7 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize startup judgespeed expert
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize startup judgespeed kboptimize expert
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
 # CLOCKS_ARGS, VARIANCE_ARGS, OPTIMIZE_ARGS and EXPERT_ARGS add arguments to those parts' scripts, e.g.
 # OPTIMIZE_ARGS='--only softmax' (JUDGESPEED_ARGS='--parts repeat,judge' splits judgespeed over two calls). Two
@@ -61,6 +61,14 @@ for p in "$@"; do
       part judgespeed "${JUDGESPEED_S:-570}" python3 bench/judge_speed.py --out "$OUT/judgespeed" ${JUDGESPEED_ARGS:-} ;;
     optimize)
       part "optimize${OPTIMIZE_TAG:-}" "${OPTIMIZE_S:-540}" python3 bench/optimize_h200.py --out "$OUT/optimize${OPTIMIZE_TAG:-}" --deadline-s "$(( ${OPTIMIZE_S:-540} - 30 ))" ${OPTIMIZE_ARGS:-} ;;
+    kboptimize)  # issue 21: `egg optimize` with no model on KernelBench's own problems at their published sizes (.kb carried)
+      part kboptimize "${KBOPTIMIZE_S:-400}" bash -c 'for p in ${KB_PROBLEMS:-level1/19_ReLU level1/23_Softmax}; do
+          n=$(basename "$p"); t0=$SECONDS
+          timeout "${KB_EACH_S:-190}" python3 -m pipeline.cli optimize ".kb/KernelBench/$p.py" --device cuda --seeds 1 --rounds 1 \
+            --max-wall-s "${KB_WALL_S:-90}" --out "/tmp/kboptimize-$$/$n" > "$0/$n.log" 2>&1
+          echo "$p: exit $? after $((SECONDS - t0)) s"; tail -n 3 "$0/$n.log"
+          cp "/tmp/kboptimize-$$/$n/report.md" "$0/$n.report.md" 2>/dev/null; cp "/tmp/kboptimize-$$/$n/evidence.json" "$0/$n.evidence.json" 2>/dev/null
+        done' "$OUT/kboptimize" ;;
     expert)  # the expert backend (no model) over the suite; EXPERT_ARGS e.g. "--level 1 --quick" or "--resume FILE"
       part "expert${EXPERT_TAG:-}" "${EXPERT_S:-570}" python3 bench/expert_h200.py --out "$OUT/expert${EXPERT_TAG:-}" --deadline-s "$(( ${EXPERT_S:-570} - 40 ))" ${EXPERT_ARGS:-} ;;
     *) echo "unknown part $p" ;;
