@@ -443,7 +443,8 @@ class Job:
         if returncode == 0:
             result, error = read_result(self.workdir / "result.json")
             if result is not None and self.phase != "done" and "failure" not in result:
-                result, error = None, f"the job ended at phase {self.phase or 'start-up'} without finishing, yet left a result"
+                ended = f" (the judge ended it: {'; '.join(self.tampering)})" if self.tampering else ""
+                result, error = None, f"the job ended at phase {self.phase or 'start-up'} without finishing, yet left a result{ended}"
         return JobOutcome(result, returncode, timed_out, self.phase, _tail(self.workdir / "log.txt"), self.workdir,
                           time.monotonic() - self.started, tuple(self.tampering), dict(self.output_errors), dict(self.marks), error,
                           tuple(self.calls), self.timing, self.output_dropped, self.memory_bytes, self.peak_rss)
