@@ -136,13 +136,13 @@ class Job:
 
 def prepare(job: Job, trusted_cache: str | None = None) -> None:
     """Runs as the job enters its sandbox, before its root changes and its privileges drop: on a GPU, initialize
-    CUDA and Triton's driver, and compile the judge's own kernels into a cache only egg can write (a candidate may write the
-    compile cache it later runs from, never the one the judge's kernels come from)."""
+    CUDA and Triton's driver, and compile the judge's own kernels into a cache only egg can write (a job may write
+    the compile cache it later runs from, never the one the judge's kernels come from)."""
     if job.device.type != "cuda":
         return
     job.phase("cuda_init")
     torch.ones(1, device=job.device)
-    if job.spec["kind"] == "candidate" and trusted_cache:
+    if trusted_cache:  # root still, before the jail: the plan's environment (the job's own caches) replaces it after
         os.environ["TRITON_CACHE_DIR"] = trusted_cache
     timing.warm_triton()  # what Triton starts once a process runs now, not in a call or a timed trial
 
