@@ -38,12 +38,17 @@ class Allowed:
     stop: bool = True
 
     @classmethod
-    def for_gate(cls, kind: str, has_proposal: bool) -> Allowed:
-        return cls(approve=has_proposal or kind in ("verdict", "stage_end"), edit=kind != "verdict", reject=kind != "stage_end")
+    def for_gate(cls, kind: str, has_proposal: bool, *, feedback_heard: bool = True) -> Allowed:
+        """`feedback_heard`: whether anyone reads a rejection's feedback (not with the `none` backend, where a person
+        writes every kernel: there a reject would only be a skip)."""
+        return cls(approve=has_proposal or kind in ("verdict", "stage_end"), edit=kind != "verdict",
+                   reject=kind != "stage_end" and feedback_heard)
 
 
 def decision_controls(kind: str, allowed: Allowed, on_decide: Callable[[str], None], *, feedback_label: str = "") -> None:
-    st.text_area(feedback_label or "Feedback (goes to the agent's next call when you reject)", key="gate_feedback", height=80)
+    """The feedback box (only where a reject is possible: feedback goes with it) and the five buttons."""
+    if allowed.reject:
+        st.text_area(feedback_label or "Feedback (goes to the agent's next call when you reject)", key="gate_feedback", height=80)
     columns = st.columns(len(ACTIONS))
     for column, action in zip(columns, ACTIONS):
         column.button(action.capitalize(), key=f"gate_{action}", type="primary" if action == "approve" else "secondary",

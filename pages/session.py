@@ -109,7 +109,8 @@ def render_gate(record: SessionRecord, gate: GateRecord) -> None:
     st.header(f"{TITLES[gate.kind]} · {gate.stage} · gate {gate.id}")
     feedback_label = RENDERERS[gate.kind](gate)
     has_proposal = gate.payload.get("proposal") is not None
-    decision_controls(gate.kind, Allowed.for_gate(gate.kind, has_proposal), lambda action: decide(record.id, gate, action),
+    heard = record.backend.get("kind") != "none"
+    decision_controls(gate.kind, Allowed.for_gate(gate.kind, has_proposal, feedback_heard=heard), lambda action: decide(record.id, gate, action),
                       feedback_label=feedback_label)
     if st.session_state["decide_error"]:
         st.error(st.session_state["decide_error"])

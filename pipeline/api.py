@@ -379,7 +379,7 @@ def decide(store: Store, session_id: str, gate_id: int, action: str, *, edit_tex
     if record.finished:
         raise ApiError(f"session {session_id} is {record.status}")
     try:
-        after = check_decision(gate, action, edit_text)
+        after = check_decision(gate, action, edit_text, feedback_heard=record.backend.get("kind") != "none")
         return store.add_decision(gate.id, session_id, action, who, gate.payload.get("proposal"), after, feedback.strip())
     except DecisionError as error:
         raise ApiError(str(error)) from None

@@ -32,10 +32,14 @@ class StageEnd(BaseModel):
     best_id: int | None = Field(description="the candidate the next stage starts from; one of the passing candidates")
 
 
-def check_decision(gate: GateRecord, action: str, edit_text: str | None) -> Any:
-    """The value to store as the decision's `after`, or DecisionError saying why the decision is refused."""
+def check_decision(gate: GateRecord, action: str, edit_text: str | None, *, feedback_heard: bool = True) -> Any:
+    """The value to store as the decision's `after`, or DecisionError saying why the decision is refused.
+    `feedback_heard`: False where nobody reads a rejection's feedback (the `none` backend)."""
     if action not in ACTIONS:
         raise DecisionError(f"unknown decision {action!r}: one of {', '.join(ACTIONS)}")
+    if action == "reject" and not feedback_heard and gate.kind != "stage_end":
+        instead = "skip it" if gate.kind == "verdict" else f"edit the {gate.kind}, skip or stop"
+        raise DecisionError(f"nobody reads a rejection in this session (backend none: a person writes the kernels): {instead}")
     if action == "edit":
         if edit_text is None or not edit_text.strip():
             raise DecisionError("an edit needs the edited text (--file)")

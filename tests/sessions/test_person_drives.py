@@ -62,11 +62,13 @@ def test_bad_decisions_get_one_line_and_change_nothing(egg, tmp_path):
         "unparsable edit": egg.decide(session_id, gate["id"], "edit", file=broken, check=False),
         "unknown gate": egg.decide(session_id, 999, "approve", check=False),
         "unknown session": egg.run("gate", "decide", "nosuchsession", "1", "skip", check=False),
+        "reject with nobody to read it": egg.decide(session_id, gate["id"], "reject", check=False),
     }
     for name, done in refusals.items():
         assert done.returncode == 2, name
         assert len(done.stderr.strip().splitlines()) == 1, (name, done.stderr)
     assert "nothing was proposed" in refusals["approve"].stderr and "does not parse: line 1" in refusals["unparsable edit"].stderr
+    assert "nobody reads a rejection in this session (backend none" in refusals["reject with nobody to read it"].stderr
     assert egg.show(session_id)["decisions"] == [] and egg.open_gates(session_id)[0]["id"] == gate["id"]
     egg.decide(session_id, gate["id"], "skip")
     closed = egg.decide(session_id, gate["id"], "skip", check=False)

@@ -95,6 +95,15 @@ def test_the_decision_controls_report_the_action_and_the_feedback():
     assert at.session_state["chosen"] == ("reject", "use fewer registers")
 
 
+def test_with_nobody_to_read_feedback_there_is_no_reject_and_no_feedback_box():
+    for kind in ("plan", "kernel", "verdict"):
+        at = AppTest.from_function(controls, args=(kind, Allowed.for_gate(kind, has_proposal=True, feedback_heard=False)), default_timeout=30).run()
+        assert at.button(key="gate_reject").disabled and not at.button(key="gate_skip").disabled, kind
+        assert not at.text_area, kind
+    heard = AppTest.from_function(controls, args=("verdict", Allowed.for_gate("verdict", has_proposal=True)), default_timeout=30).run()
+    assert not heard.button(key="gate_reject").disabled and heard.text_area(key="gate_feedback") is not None
+
+
 def test_nothing_proposed_disables_approve_and_a_verdict_takes_no_edit():
     at = AppTest.from_function(controls, args=("kernel", Allowed.for_gate("kernel", has_proposal=False)), default_timeout=30).run()
     assert at.button(key="gate_approve").disabled and not at.button(key="gate_edit").disabled
