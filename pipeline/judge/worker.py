@@ -529,6 +529,87 @@ def is_compile_error(exc: BaseException) -> bool:
     return isinstance(exc, (CompilationError, SyntaxError))
 
 
+SPAWN_EVENTS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork", "os.forkpty")
+
+
+def triton_tools() -> frozenset[str]:
+    """The real paths of the programs Triton's compiles start: its ptxas (bundled, or TRITON_PTXAS_PATH) and the C
+    compiler it builds launchers with (CC, else clang or gcc), read before any candidate code."""
+    import glob
+    import shutil
+
+    import triton
+
+    found = glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas*"))
+    found += [p for p in (os.environ.get("TRITON_PTXAS_PATH"), os.environ.get("CC"), shutil.which("clang"), shutil.which("gcc"),
+                          shutil.which("cc")) if p]
+    return frozenset(os.path.realpath(p) for p in found)
+
+
+class ToolWatch:
+    """Whether a process other than one of `tools` started while the watch was entered (re-entrant). The audit
+    hook sees every process a Python program starts through os or subprocess, and cannot be removed."""
+
+    def __init__(self, tools: frozenset[str]) -> None:
+        self.tools, self.depth, self.foreign = tools, 0, False
+
+    @classmethod
+    def install(cls, tools: frozenset[str]) -> ToolWatch:
+        watch = cls(tools)
+        sys.addaudithook(watch._event)
+        return watch
+
+    def __enter__(self) -> ToolWatch:
+        if self.depth == 0:
+            self.foreign = False
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+
+    def _event(self, event: str, args: tuple) -> None:
+        if self.depth and event in SPAWN_EVENTS and not self._is_tool(event, args):
+            self.foreign = True
+
+    def _is_tool(self, event: str, args: tuple) -> bool:
+        try:
+            if event == "subprocess.Popen":
+                executable, argv = args[0], args[1]
+                program = executable or (argv if isinstance(argv, (str, bytes)) else argv[0])
+            elif event in ("os.posix_spawn", "os.exec"):
+                program = args[0]
+            elif event == "os.spawn":
+                program = args[1]
+            else:
+                return False  # a fork or a shell: never one of Triton's compiles
+            program = os.fsdecode(program)
+            if os.sep not in program:
+                import shutil
+
+                program = shutil.which(program) or program
+            return os.path.realpath(program) in self.tools
+        except Exception:
+            return False
+
+
+def set_aside(original, account, watch: ToolWatch, clear) -> Any:
+    """`original`, wrapped: the processes and CPU time of what it starts go to `account.compiler_processes` and
+    `account.compiler_cpu_s` (set aside from the candidate's), when `clear()` held before and after and `watch`
+    saw nothing start but the tools."""
+    def wrapper(*args, **kwargs):
+        was_clear, before = clear(), process_accounting()
+        with watch:
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if was_clear and clear() and not watch.foreign:
+                    after = process_accounting()
+                    account.compiler_processes += max(0, after[0] - before[0])
+                    account.compiler_cpu_s += max(0.0, after[1] - before[1])
+    return wrapper
+
+
 class CandidateRun:
     """Loads ModelNew, calls it on every input set, and records outputs and what the probes saw."""
 
@@ -674,38 +755,31 @@ class CandidateRun:
     def install_compile_accounting(self) -> None:
         """Triton starts processes of its own while a call first runs a kernel: ptxas when it compiles
         (JITFunction._do_compile) and the C compiler when it builds the kernel's launcher on first use
-        (CompiledKernel._init_handles; H200 call 4 of session 10 and call 1 of session 11 flagged them). What
-        processes and CPU time those account for is set aside, so only what the candidate started counts. Not
-        while a hook of Triton's is set that would run code of the candidate's inside them."""
+        (CompiledKernel._init_handles; H200 calls of sessions 10 and 11 flagged them). What processes and CPU time
+        those account for is set aside, so only what the candidate started counts: only while no hook of Triton's
+        is set that would run the candidate's code inside them, and only when every process started inside was
+        one of Triton's tools (an audit hook, which no code can remove, sees each start)."""
         from triton import knobs
         from triton.compiler.compiler import CompiledKernel
         from triton.runtime.jit import JITFunction
 
         run, chain = self, knobs.HookChain  # taken before any candidate code
+        watch = ToolWatch.install(triton_tools())
 
         def unset(hook) -> bool:  # a plain None, or one of Triton's own hook chains with nothing in it
             return hook is None or (type(hook) is chain and not hook.calls)
 
-        def hooks_clear() -> bool:
+        def hooks_clear() -> bool:  # and no other place of Triton's that would run the candidate's code in a compile
             r = knobs.runtime
+            if os.environ.get("TRITON_CACHE_MANAGER") or os.environ.get("TRITON_REMOTE_CACHE_BACKEND"):
+                return False
             return all(unset(getattr(r, name, None)) for name in (
                 "jit_cache_hook", "jit_post_compile_hook", "add_stages_inspection_hook", "kernel_load_start_hook",
-                "kernel_load_end_hook"))
+                "kernel_load_end_hook")) and all(getattr(owner, name, None) is None for owner, name in (
+                    (knobs.build, "impl"), (knobs.cache, "manager_class"), (knobs.cache, "remote_manager_class")))
 
-        def set_aside(original):
-            def wrapper(*args, **kwargs):
-                clear, before = hooks_clear(), process_accounting()
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    if clear and hooks_clear():
-                        after = process_accounting()
-                        run.compiler_processes += max(0, after[0] - before[0])
-                        run.compiler_cpu_s += max(0.0, after[1] - before[1])
-            return wrapper
-
-        JITFunction._do_compile = set_aside(JITFunction._do_compile)
-        CompiledKernel._init_handles = set_aside(CompiledKernel._init_handles)
+        JITFunction._do_compile = set_aside(JITFunction._do_compile, run, watch, hooks_clear)
+        CompiledKernel._init_handles = set_aside(CompiledKernel._init_handles, run, watch, hooks_clear)
 
     def candidate_processes(self) -> tuple[int, float]:
         """process_accounting() less what Triton's compiles account for."""
