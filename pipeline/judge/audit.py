@@ -216,8 +216,12 @@ _ALLOWED_MODULES = frozenset({
 _BLOCKED_PARTS = (
     "torch.utils", "torch.distributed", "torch.package", "torch.jit", "torch.onnx", "torch.fx", "torch.cuda.jiterator",
     "torch.testing", "torch.mps", "torch.xpu", "triton.runtime.cache", "triton.runtime.interpreter", "triton.tools",
-    "triton.backends", "triton.compiler", "triton.knobs",
+    "triton.backends", "triton.compiler", "triton.knobs", "triton.runtime.build",
 )
+# TRITON_* variables that name the programs Triton's compiles start (the judge sets aside only those it knows).
+_TRITON_TOOL_VARIABLES = frozenset({"TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_CUOBJDUMP_PATH",
+                                    "TRITON_NVDISASM_PATH", "TRITON_CACHE_MANAGER", "TRITON_REMOTE_CACHE_BACKEND",
+                                    "TRITON_LIBCUDA_PATH"})
 # What of os a kernel may use: the environment (to set TRITON_* switches) and path arithmetic, nothing that acts.
 _OS_ALLOWED = frozenset({
     "os.environ", "os.getenv", "os.cpu_count", "os.sep", "os.path.join", "os.path.basename", "os.path.dirname",
@@ -482,6 +486,8 @@ class _Symbols:
         return None
 
     def _subscript(self, node: ast.Subscript, local: frozenset[str]) -> str | None:
+        if isinstance(node.value, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            return self._element(node.value, node.slice, local)
         key = _const_str(node.slice)
         base = self.resolve(node.value, local)
         if not key or not base:
@@ -493,6 +499,24 @@ class _Symbols:
         if base.endswith(".__dict__"):
             return _join(base.removesuffix(".__dict__"), key)
         return f"builtins.{key}" if base == "builtins" else None
+
+
+    def _element(self, container: ast.AST, index: ast.AST, local: frozenset[str]) -> str | None:
+        """What `[a, b][i]` (or a tuple, set or dict literal's element) denotes: the element a constant index
+        picks, else the first element that denotes anything (`[triton.runtime][0].build` is triton.runtime.build)."""
+        elements = container.values if isinstance(container, ast.Dict) else container.elts
+        picked = None
+        if isinstance(container, ast.Dict):
+            keys = [_const_str(k) if k is not None else None for k in container.keys]
+            key = _const_str(index)
+            picked = [v for k, v in zip(keys, elements) if key is not None and k == key]
+        elif isinstance(index, ast.Constant) and isinstance(index.value, int) and -len(elements) <= index.value < len(elements):
+            picked = [elements[index.value]]
+        for element in picked or elements:
+            path = self.resolve(element.value if isinstance(element, ast.Starred) else element, local)
+            if path:
+                return path
+        return None
 
 
 # Rules on paths ----------------------------------------------------------------------------------------------------
@@ -764,8 +788,19 @@ class _Auditor(ast.NodeVisitor):
         base = self.resolve(container) if container is not None else None
         if base == _NAMESPACE:
             self.add("dynamic_code", f"writes {_short(node)}: it rebinds names where no reader looks", node)
-        elif base and base != "os.environ":  # setting TRITON_* environment variables is fine
+        elif base == "os.environ":  # setting TRITON_* switches is fine
+            self._check_environment_key(node.slice if isinstance(node, ast.Subscript) else None, node)
+        elif base:
             self.add("monkey_patch", f"patches {_short(node)}: the judge's own code would see the change", node)
+
+    def _check_environment_key(self, key_node: ast.AST | None, node: ast.AST) -> None:
+        """A candidate sets only Triton's own switches (TRITON_*) in its environment: others change what Triton's
+        compiler and the tools it starts run (LD_PRELOAD, COMPILER_PATH, GCC_EXEC_PREFIX, CC, PATH)."""
+        key = _const_str(key_node) if key_node is not None else None
+        if key is None or not key.startswith("TRITON_") or key in _TRITON_TOOL_VARIABLES:
+            shown = f"the environment variable {key}" if key is not None else "environment variables by a computed name or in bulk"
+            self.add("dynamic_code", f"sets {shown}: a kernel sets only TRITON_* switches, not what picks the programs Triton's "
+                                     "compiler starts", node)
 
     def _report_patch(self, path: str, value: ast.AST | None, node: ast.AST) -> None:
         if path.startswith("torch.backends."):
@@ -783,6 +818,11 @@ class _Auditor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self._called.add(id(node.func))
         func = self.resolve(node.func)
+        if func in ("os.environ.setdefault", "os.environ.__setitem__"):
+            self._check_environment_key(node.args[0] if node.args else None, node)
+        elif func in ("os.environ.update", "os.environ.clear", "os.environ.pop", "os.environ.popitem", "os.environ.__delitem__",
+                      "os.environ.copy", "os.environ.__init__"):
+            self._check_environment_key(None, node)
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
         self._check_attribute_call(node, func)
         if method in _HOST_METHODS and func is None:

@@ -530,11 +530,15 @@ def is_compile_error(exc: BaseException) -> bool:
 
 
 SPAWN_EVENTS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork", "os.forkpty")
+# gcc's options and the variables that make it (or any program) run another program of the caller's choosing.
+_TOOL_OPTIONS = ("-wrapper", "-B", "-specs", "--specs", "-fplugin", "@", "-no-integrated-cpp", "--sysroot", "-iplugindir")
+_TOOL_VARIABLES = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX", "LIBRARY_PATH", "PATH")
 
 
 def triton_tools() -> frozenset[str]:
-    """The real paths of the programs Triton's compiles start: its ptxas (bundled, or TRITON_PTXAS_PATH) and the C
-    compiler it builds launchers with (CC, else clang or gcc), read before any candidate code."""
+    """The paths of the programs Triton's compiles start, as Triton names them and as they resolve: its ptxas
+    (bundled, or TRITON_PTXAS_PATH) and the C compiler it builds launchers with (CC, else clang or gcc), read
+    before any candidate code."""
     import glob
     import shutil
 
@@ -543,19 +547,25 @@ def triton_tools() -> frozenset[str]:
     found = glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas*"))
     found += [p for p in (os.environ.get("TRITON_PTXAS_PATH"), os.environ.get("CC"), shutil.which("clang"), shutil.which("gcc"),
                           shutil.which("cc")) if p]
-    return frozenset(os.path.realpath(p) for p in found)
+    return frozenset(found) | frozenset(os.path.realpath(p) for p in found)
 
 
 class ToolWatch:
     """Whether a process other than one of `tools` started while the watch was entered (re-entrant). The audit
-    hook sees every process a Python program starts through os or subprocess, and cannot be removed."""
+    hook sees every process a Python program starts through os or subprocess, and cannot be removed. A tool
+    counts only when Triton's own code starts it by a path named in `tools`, with none of the options or
+    variables that make it run another program, in the environment it had before any candidate code."""
 
-    def __init__(self, tools: frozenset[str]) -> None:
+    def __init__(self, tools: frozenset[str], starter_dir: str | None = None) -> None:
+        import triton
+
         self.tools, self.depth, self.foreign = tools, 0, False
+        self.starter_dir = os.path.abspath(starter_dir or os.path.dirname(triton.__file__)) + os.sep  # Triton's code
+        self.environment = {k: os.environ.get(k) for k in _TOOL_VARIABLES}
 
     @classmethod
-    def install(cls, tools: frozenset[str]) -> ToolWatch:
-        watch = cls(tools)
+    def install(cls, tools: frozenset[str], starter_dir: str | None = None) -> ToolWatch:
+        watch = cls(tools, starter_dir)
         sys.addaudithook(watch._event)
         return watch
 
@@ -575,22 +585,34 @@ class ToolWatch:
     def _is_tool(self, event: str, args: tuple) -> bool:
         try:
             if event == "subprocess.Popen":
-                executable, argv = args[0], args[1]
-                program = executable or (argv if isinstance(argv, (str, bytes)) else argv[0])
+                executable, argv, cwd, env = args
+                argv = [argv] if isinstance(argv, (str, bytes)) else list(argv)
+                program = executable or argv[0]
             elif event in ("os.posix_spawn", "os.exec"):
-                program = args[0]
+                program, argv, env = args
             elif event == "os.spawn":
-                program = args[1]
+                _, program, argv, env = args
             else:
                 return False  # a fork or a shell: never one of Triton's compiles
             program = os.fsdecode(program)
-            if os.sep not in program:
-                import shutil
-
-                program = shutil.which(program) or program
-            return os.path.realpath(program) in self.tools
+            if program not in self.tools or not os.path.isabs(program) or os.path.realpath(program) not in self.tools:
+                return False
+            if any(os.fsdecode(a).startswith(_TOOL_OPTIONS) for a in list(argv)[1:]):
+                return False
+            environment = os.environ if env is None else {os.fsdecode(k): os.fsdecode(v) for k, v in dict(env).items()}
+            if any(environment.get(k) != self.environment[k] for k in _TOOL_VARIABLES):
+                return False
+            return self._started_by_triton()
         except Exception:
             return False
+
+    def _started_by_triton(self) -> bool:
+        """Whether the code that asked subprocess for the process is Triton's own (not a candidate's, with a
+        preexec_fn of its own)."""
+        frame = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename == __file__ or os.path.basename(frame.f_code.co_filename) in ("subprocess.py", "os.py")):
+            frame = frame.f_back
+        return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(self.starter_dir)
 
 
 def set_aside(original, account, watch: ToolWatch, clear) -> Any:
@@ -598,7 +620,8 @@ def set_aside(original, account, watch: ToolWatch, clear) -> Any:
     `account.compiler_cpu_s` (set aside from the candidate's), when `clear()` held before and after and `watch`
     saw nothing start but the tools."""
     def wrapper(*args, **kwargs):
-        was_clear, before = clear(), process_accounting()
+        before = process_accounting()
+        was_clear = clear() and before[0] == 0  # no process of the candidate's left to be reaped in here
         with watch:
             try:
                 return original(*args, **kwargs)

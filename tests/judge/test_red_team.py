@@ -224,6 +224,32 @@ def test_the_second_red_teams_attempts_are_caught(audited, unaudited, name, prob
         assert (result.status, result.reason[: len(reason)]) == (status, reason), result.reason
 
 
+# The third team (session 11, a helper that had not seen these fixtures) attacked what the worker sets aside as
+# Triton's compiles; its attempts that pass for source a person could write, and the rule that now catches each.
+REDTEAM3 = ROOT / "tests" / "fixtures" / "redteam3"
+THIRD = [
+    ("build_wrapper.py", "banned_import", "uses triton.runtime.build"),
+    ("env_only.py", "dynamic_code", "sets the environment variable COMPILER_PATH"),
+    ("subscript_subprocess.py", "banned_import", "uses triton.runtime.build"),
+    ("subscript_modules.py", "banned_import", "uses triton.runtime.build"),
+]
+
+
+def test_every_attempt_of_the_third_red_team_is_in_the_table():
+    assert {t[0] for t in THIRD} == {p.name for p in REDTEAM3.glob("*.py")}
+
+
+@pytest.mark.parametrize("name, rule, message", THIRD, ids=[t[0] for t in THIRD])
+def test_the_third_red_teams_attempts_are_caught_by_the_audit(name, rule, message):
+    findings = audit_file(REDTEAM3 / name, reference_dtypes=FP32)
+    assert findings and (findings[0].rule, findings[0].message[: len(message)]) == (rule, message), findings
+
+
+def test_a_module_reached_through_a_literal_container_is_resolved():
+    findings = audit_file(REDTEAM3 / "subscript_modules.py", reference_dtypes=FP32)
+    assert {f.line for f in findings} >= {8, 9, 10}, findings
+
+
 def test_a_jobs_environment_holds_none_of_the_users_secrets(monkeypatch):
     """The attempt that read its worker's start-up environment finds only names a worker needs: not a key, not a
     database address, not a GH_AUTH (egg's processes start from a whitelist, not a blacklist)."""
