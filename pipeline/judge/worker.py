@@ -615,13 +615,30 @@ class ToolWatch:
         return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(self.starter_dir)
 
 
+def own_children() -> int:
+    """Processes whose parent is this one, running or waiting to be reaped (read from /proc)."""
+    me, count = str(os.getpid()), 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    count += f.read().rsplit(")", 1)[1].split()[1] == me
+            except (OSError, IndexError):
+                continue
+    return count
+
+
 def set_aside(original, account, watch: ToolWatch, clear) -> Any:
     """`original`, wrapped: the processes and CPU time of what it starts go to `account.compiler_processes` and
     `account.compiler_cpu_s` (set aside from the candidate's), when `clear()` held before and after and `watch`
     saw nothing start but the tools."""
     def wrapper(*args, **kwargs):
         before = process_accounting()
-        was_clear = clear() and before[0] == 0  # no process of the candidate's left to be reaped in here
+        was_clear = clear() and before[0] == 0 and not own_children()  # no process of the candidate's to be reaped in here
         with watch:
             try:
                 return original(*args, **kwargs)

@@ -82,6 +82,11 @@ def test_a_compile_s_cpu_time_is_set_aside_only_when_clear_and_only_tools_ran(tm
             hooked["set"] = hook
             set_aside(compile_, account, watch, lambda: not hooked["set"])()
             results[name] = account.compiler_cpu_s > 0
+        account = types.SimpleNamespace(compiler_processes=0, compiler_cpu_s=0.0)
+        started = subprocess.Popen(burn)  # the candidate's, started before the compile and reaped inside it
+        set_aside(lambda: (started.wait(), run([sh, "-c", "true"])), account, watch, lambda: True)()
+        results["a child of the candidate's reaped inside"] = account.compiler_cpu_s > 0
         print(results)
     """)
-    assert results == {"the tool": True, "the tool, a hook set": False, "another program too": False}
+    assert results == {"the tool": True, "the tool, a hook set": False, "another program too": False,
+                       "a child of the candidate's reaped inside": False}
