@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,3 +66,12 @@ def finished_session(db: Path, script: Path, review: str = "auto", **budget) -> 
             return record.id
         time.sleep(0.3)
     raise AssertionError("the session did not finish")
+
+
+@pytest.fixture(autouse=True)
+def main_module_restored():
+    """Streamlit's script runner leaves its script as this process's __main__; a later test in the same process
+    whose pool starts processes by spawn (the tuning pruner's) would have each child re-run that script."""
+    main = sys.modules.get("__main__")
+    yield
+    sys.modules["__main__"] = main
