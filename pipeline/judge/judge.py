@@ -444,11 +444,22 @@ class Evaluation:
             ref_job = judge._start_reference(self.problem, draw, comparer, reference)
             jobs.append(ref_job)
             self._send_inputs(job, draw, reference)
-            checksums = judge._reference_result(self._wait_reference(ref_job, job, len(draw.checked)))
+            ref_outcome, early = self._wait_reference(ref_job, job, len(draw.checked)), None
+            try:
+                checksums = judge._reference_result(ref_outcome)
+            except ReferenceError:
+                # A candidate that ended before finishing (a crash, a forged result) cut the reference's outputs
+                # short: its own ending is the verdict, and it can only be a failure.
+                if not job.exited.is_set():
+                    raise
+                early = job.wait()
+                if early.returncode == 0 and early.phase == "done" and not early.result_error:
+                    raise
+                checksums = {}
             self._lap("reference")
-            if draw.timed_sets:
+            if early is None and draw.timed_sets:
                 job.send_when("wait_go", {"type": "go", "timed_sets": list(draw.timed_sets), "scales": list(draw.scales)})
-            outcome = job.wait()
+            outcome = early if early is not None else job.wait()
             jobs.clear()
             comparer.finish()
             self._lap("candidate")
