@@ -151,7 +151,8 @@ def test_a_whole_run_replays_offline_from_its_cassette(tmp_path, same_kernel_ser
 def test_nonsense_from_a_real_local_model_ends_cleanly_with_the_expert_seed(tmp_path, llama_server):
     """A base model's replies are never usable kernels: its seed gives nothing, and the run ends with the seed the
     expert backend adds to every model's multi-seed search (the last one)."""
-    llm = LLMConfig(spec=parse_spec(f"openai:gemma@{llama_server.url}"), max_tokens=32, structured_repairs=1)
+    # Greedy decoding: at the server's default temperature a 32-token reply once parsed (CI, stop 29), so no repair
+    llm = LLMConfig(spec=parse_spec(f"openai:gemma@{llama_server.url}"), max_tokens=32, structured_repairs=1, temperature=0.0)
     outcome = optimize(SOFTMAX, tmp_path, ModelChoice(llm=llm), CPU, Budget(seeds=2, rounds=1, debug_rounds=1))
     assert outcome.model.endswith("+ expert seeds") and outcome.final.ok
     by_agent = {k: v.calls for k, v in outcome.ledger.totals("agent").items()}
