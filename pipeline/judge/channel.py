@@ -58,12 +58,20 @@ class Connection:
         """The next message and its descriptors (the receiver owns and must close them). Raises ChannelClosed at
         the end, TimeoutError when `timeout_s` passes first."""
         self.sock.settimeout(timeout_s)
-        try:
-            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, MAX_FDS)
-        except socket.timeout as exc:
-            raise TimeoutError("no message") from exc
-        except OSError as exc:
-            raise ChannelClosed(str(exc)) from exc
+        for attempt in range(2):
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, MAX_FDS)
+                break
+            except socket.timeout as exc:
+                raise TimeoutError("no message") from exc
+            except ConnectionResetError as exc:
+                # Linux reports ECONNRESET once, *before* the queued messages, when the other side closed with
+                # messages of ours unread (a worker that finished without taking every `next`): what it sent
+                # last (its `done`) still follows, then the end.
+                if attempt:
+                    raise ChannelClosed(str(exc)) from exc
+            except OSError as exc:
+                raise ChannelClosed(str(exc)) from exc
         if not data:
             for fd in fds:
                 os.close(fd)
