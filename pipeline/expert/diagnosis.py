@@ -22,7 +22,7 @@ FIXES: dict[str, tuple[tuple[str, str], ...]] = {
         ("memory", "wider vector accesses: BLOCK a multiple of 8 elements and tl.multiple_of / tl.max_contiguous hints"),
         ("algorithm", "fuse the remaining passes so every byte is read from DRAM once"),
         ("memory", "software pipelining: num_stages 3-4 so loads overlap the arithmetic"),
-        ("tiling", "larger tiles along the contiguous dimension to cut per-program overhead"),
+        ("tiling", "larger tiles along the contiguous dimension (longer chunks of a streamed row) to cut per-program overhead"),
     ),
     "compute_bound_tensor": (
         ("tiling", "larger output tiles (BLOCK_M, BLOCK_N 128-256) for more reuse per loaded byte"),
@@ -77,9 +77,13 @@ def diagnose(measurements: Measurements, stage: str) -> Diagnosis | NoProposal:
 SMS = 132
 
 
-def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, rejected: int = 0) -> Diagnosis | NoProposal:
+def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, feedback: str = "") -> Diagnosis | NoProposal:
     """The rules' Diagnosis of one kernel: the profile's classification, the expert's own evidence from the kernel's
-    record, or the judge's timing alone. After `rejected` rejections the top fixes already refused are dropped."""
+    record, or the judge's timing alone. A fix that joins kernels is not offered for a file with one launch. Each
+    line of `feedback` (one per rejection) is read for topics (pipeline.expert.steering): the fixes it says to avoid
+    are dropped and those it prefers come first; a line with nothing to act on drops the plan's first fix."""
+    from pipeline.expert.steering import launched_kernels, read_feedback, topics_of
+
     found = diagnose(measurements, stage)
     bottlenecks = list(found.bottlenecks) if isinstance(found, Diagnosis) else []
     grid = _grid_evidence(kernel) if stage == "parallel_mapping" else None
@@ -91,18 +95,30 @@ def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, rejecte
     if not bottlenecks:
         return found if isinstance(found, NoProposal) else NoProposal("nothing to diagnose from")
     if _gemm_count(kernel) == 0:  # a persistent grid is a GEMM template's option: no fix for row or pointwise kernels
-        bottlenecks = [Bottleneck(name=b.name, evidence=b.evidence, fixes=[f for f in b.fixes if PERSISTENT not in f.change])
-                       for b in bottlenecks]
-        bottlenecks = [b for b in bottlenecks if b.fixes]
+        bottlenecks = _keep_fixes(bottlenecks, lambda f: PERSISTENT not in f.change)
         if not bottlenecks:
             return NoProposal("the rules' only fixes for this kernel need a GEMM, and it has none")
-    while rejected and bottlenecks:  # each rejection drops the plan's first fix; a bottleneck with none left goes
-        top = bottlenecks[0]
-        bottlenecks = ([Bottleneck(name=top.name, evidence=top.evidence, fixes=top.fixes[1:])] if len(top.fixes) > 1 else []) + bottlenecks[1:]
-        rejected -= 1
+    if len(launched_kernels(kernel)) == 1:  # one kernel: there is nothing to fuse it with
+        bottlenecks = _keep_fixes(bottlenecks, lambda f: "fusion" not in topics_of(f.change))
+    for line in [line for line in feedback.splitlines() if line.strip()]:
+        steer = read_feedback(line)
+        if steer.avoid:
+            bottlenecks = _keep_fixes(bottlenecks, lambda f: not topics_of(f.change) & steer.avoid)
+        if steer.prefer:
+            bottlenecks = [Bottleneck(name=b.name, evidence=b.evidence,
+                                      fixes=sorted(b.fixes, key=lambda f: not topics_of(f.change) & steer.prefer)) for b in bottlenecks]
+        if not steer.avoid and not steer.prefer and bottlenecks:  # each such rejection drops the plan's first fix
+            top = bottlenecks[0]
+            bottlenecks = _keep_fixes([top], lambda f: f is not top.fixes[0]) + bottlenecks[1:]
     if not bottlenecks:
         return NoProposal("every fix the rules had for this kernel was rejected")
     return Diagnosis(bottlenecks=bottlenecks)
+
+
+def _keep_fixes(bottlenecks: list[Bottleneck], keep) -> list[Bottleneck]:
+    """The bottlenecks with only the fixes `keep` accepts; one left with none goes."""
+    kept = [(b, [f for f in b.fixes if keep(f)]) for b in bottlenecks]
+    return [Bottleneck(name=b.name, evidence=b.evidence, fixes=fixes) for b, fixes in kept if fixes]
 
 
 def _gemm_count(kernel: str) -> int | None:
@@ -149,7 +165,8 @@ def _timing_bottleneck(measurements: Measurements, stage: str) -> Bottleneck | N
                 Evidence(metric="physical_floor_ms", value=f"{verdict.physical_floor_ms:.4g}",
                          interpretation=f"{ratio:.1f}x the floor (bytes at copy bandwidth, or FLOPs at the tensor peak)")]
     gain = max(1.0, min(90.0, 100.0 * (1 - 1 / ratio)))
-    fixes = [Fix(change=f"{v.why} (called for by median_ms = {ratio:.1f}x physical_floor_ms)", expected_gain_pct=round(gain / (i + 1), 1))
+    fixes = [Fix(change=f"{v.name.replace('_', ' ')}: {v.why} (called for by median_ms = {ratio:.1f}x physical_floor_ms)",
+                 expected_gain_pct=round(gain / (i + 1), 1))
              for i, v in enumerate(ranked(stage, None))]
     return Bottleneck(name="unprofiled", evidence=evidence, fixes=fixes) if fixes else None
 

@@ -7,6 +7,7 @@ lowering that would leave every compute op of the reference in torch is not offe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pipeline.expert.capture import Captured, capture, cached
@@ -61,6 +62,8 @@ class Lowering:
         rules = tuple(dict.fromkeys([*rules_of(plan, options), *lowered, *rewrites]))
         record = Record(self.captured.fingerprint, options, rules)
         written = write(self.problem_source, plan, options, record)
+        if options.pins:
+            written = _pinned(written, options.pins)
         return Lowered(written, plan, tuple(rewrites), kept_ops(plan))
 
     def delegates(self, lowered: Lowered) -> bool:
@@ -75,6 +78,20 @@ class Lowering:
         if {op for op in kept - LIBRARY_OPS if not op.endswith("_")}:  # in place: a buffer's counter (+= 1), negligible
             return True
         return bool(kept) and bool(self.ref_ops) and self.ref_ops <= LIBRARY_OPS
+
+
+def _pinned(written: Written, pins: tuple[tuple[str, str, int], ...]) -> Written:
+    """The reviewer's bounds written into the launches, and kept by the numbers the tuning engine may search."""
+    from pipeline.expert.steering import Bound, honour_bounds, keeps
+
+    bounds = tuple(Bound(*pin) for pin in pins)
+    source, _, _ = honour_bounds(written.source, bounds)
+
+    def kept(pairs):
+        return tuple((name, keeps(bounds, name, values)) for name, values in pairs if keeps(bounds, name, values))
+
+    by_kind = tuple((kind, kept(pairs)) for kind, pairs in written.by_kind)
+    return dataclasses.replace(written, source=source, tunables=kept(written.tunables), by_kind=by_kind)
 
 
 def kept_ops(plan: Schedule) -> frozenset[str]:

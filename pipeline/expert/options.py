@@ -25,6 +25,7 @@ class Options:
     vector: int | None = None  # pointwise kernels: elements per thread (num_warps = XBLOCK / (32 * vector)); None: 8
     row_block: int | None = None  # row kernels: RBLOCK of looped reductions (or XBLOCK of pointwise kernels)
     wide_index: bool = False  # 64-bit index arithmetic (a repair for offsets past 2**31)
+    pins: tuple[tuple[str, str, int], ...] = ()  # a reviewer's bounds on launch values, e.g. ("XBLOCK", ">", 1)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -35,6 +36,8 @@ class Options:
     def from_json(cls, data: dict[str, Any]) -> Options:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
+        if "pins" in values:
+            values["pins"] = tuple((str(n), str(op), int(v)) for n, op, v in values["pins"])
         return cls(**values)
 
     def but(self, **changes: Any) -> Options:

@@ -51,6 +51,7 @@ class Variant:
     make: Callable[[Options, Facts], Options | None]  # None: does not apply
     favoured_by: tuple[str, ...] = ()  # bottleneck kinds that put it first
     target: str = "gemm"  # the kernels it changes (gemm: GEMMs and convolutions; row: row kernels), whose numbers are tuned
+    topics: frozenset[str] = frozenset()  # the words of a plan's fix or a reviewer's feedback that name it (steering)
 
 
 def facts(lowering: Lowering, options: Options) -> Facts:
@@ -167,27 +168,27 @@ def _chunk(options: Options, f: Facts) -> Options | None:
 
 VARIANTS = (
     Variant("split_k", "parallel_mapping", "the GEMM's output tiles leave SMs idle: K is split across more programs, and "
-            "a second kernel sums the slices with the epilogue", _split_k, ("underfilled_grid", "launch_bound", "latency_bound")),
+            "a second kernel sums the slices with the epilogue", _split_k, ("underfilled_grid", "launch_bound", "latency_bound"), topics=frozenset({"split_k"})),
     Variant("grouped_tile_order", "parallel_mapping", "the order of output tiles decides L2 reuse: grouped (swizzled) "
-            "order toggled", _swizzle, ("compute_bound_tensor", "memory_bound")),
+            "order toggled", _swizzle, ("compute_bound_tensor", "memory_bound"), topics=frozenset({"swizzle"})),
     Variant("persistent_grid", "parallel_mapping", "more output tiles than SMs: one program per SM walks the tiles in "
             "a loop, so no tail wave leaves SMs idle and each program is launched once", _persistent,
-            ("launch_bound", "latency_bound", "underfilled_grid")),
+            ("launch_bound", "latency_bound", "underfilled_grid"), topics=frozenset({"persistent"})),
     Variant("larger_gemm_tile", "tiling", "more reuse per loaded byte: a wider output tile", _tile(True),
-            ("compute_bound_tensor", "memory_bound")),
+            ("compute_bound_tensor", "memory_bound"), topics=frozenset({"larger_tile"})),
     Variant("smaller_gemm_tile", "tiling", "fewer registers per thread and more programs: a shorter output tile",
-            _tile(False), ("occupancy_limited_registers", "latency_bound", "launch_bound")),
+            _tile(False), ("occupancy_limited_registers", "latency_bound", "launch_bound"), topics=frozenset({"smaller_tile"})),
     Variant("rows_in_registers_or_streamed", "tiling", "rows held in registers (one pass) or streamed in chunks "
-            "(less register pressure, more passes)", _rows, ("occupancy_limited_registers", "latency_bound"), "row"),
+            "(less register pressure, more passes)", _rows, ("occupancy_limited_registers", "latency_bound"), "row", topics=frozenset({"streamed_rows", "rows_in_registers"})),
     Variant("deeper_pipelining", "memory", "one more stage of software pipelining so loads overlap the tensor cores",
-            _stages(True), ("memory_bound", "latency_bound", "compute_bound_tensor")),
+            _stages(True), ("memory_bound", "latency_bound", "compute_bound_tensor"), topics=frozenset({"pipelining"})),
     Variant("shallower_pipelining", "memory", "one stage fewer: less shared memory per block, more blocks per SM",
-            _stages(False), ("occupancy_limited_shared",)),
+            _stages(False), ("occupancy_limited_shared",), topics=frozenset({"pipelining"})),
     Variant("vector_width", "memory", "each thread's run of contiguous elements in the pointwise kernels: shorter for "
             "more threads in flight, longer for more bytes in flight per thread", _vector,
-            ("memory_bound", "latency_bound"), "row"),
+            ("memory_bound", "latency_bound"), "row", topics=frozenset({"vector"})),
     Variant("longer_row_chunks", "memory", "longer chunks of a streamed row: fewer loop trips, wider loads", _chunk,
-            ("memory_bound", "latency_bound"), "row"),
+            ("memory_bound", "latency_bound"), "row", topics=frozenset({"streamed_rows"})),
 )
 
 
@@ -201,6 +202,35 @@ def ranked(stage: str, diagnosis: Diagnosis | None) -> list[Variant]:
         return (min(hits) if hits else len(kinds) + 1, own.index(v))
 
     return sorted(own, key=rank)
+
+
+def planned(stage: str, diagnosis: Diagnosis | None, avoid: frozenset[str] = frozenset(),
+            prefer: frozenset[str] = frozenset()) -> tuple[list[Variant], str]:
+    """The stage's variants in the order the plan asks for them, and a note for the rationale. The variants its
+    fixes name (pipeline.expert.steering's topics, or a variant's own words) come in the plan's order and no others:
+    a fix the reviewer deleted is not tried. A plan whose fixes name no topic at all (a model's free text) is read
+    by its bottlenecks' kinds (`ranked`). Topics the reviewer said to avoid are never offered."""
+    from pipeline.expert.steering import topics_of
+
+    own = [v for v in VARIANTS if v.stage == stage and not v.topics & avoid]
+    called: list[Variant] = []
+    unimplemented: list[str] = []
+    named = False
+    for bottleneck in diagnosis.bottlenecks if diagnosis is not None else []:
+        for fix in bottleneck.fixes:
+            topics = topics_of(fix.change)
+            named |= bool(topics)
+            hits = [v for v in own if v.topics & topics or v.why in fix.change]
+            called += [v for v in hits if v not in called]
+            if not hits:
+                unimplemented.append(fix.change.split(" (called for by")[0])
+    if not named:
+        order, note = [v for v in ranked(stage, diagnosis) if v in own], "no fix in the plan names a rule, so its bottlenecks order them"
+    else:
+        order = called
+        note = f"no {stage} rule implements: {'; '.join(unimplemented[:3])}" if unimplemented else ""
+    order.sort(key=lambda v: not v.topics & prefer)
+    return order, note
 
 
 def tunables_for(stage: str, tunables: tuple[tuple[str, tuple[int, ...]], ...]) -> list[tuple[str, tuple[int, ...]]]:

@@ -187,8 +187,21 @@ def test_rewrites_of_row_kernels_and_the_end_of_the_list():
     numbers = BACKEND.rewrite(kernel, "tiling", "o", plan_of("latency_bound"), [], "1 ms", feedback="no")
     assert numbers.rationale.startswith("rule tune_only:") and numbers.kernel == kernel and numbers.tunables
     assert isinstance(BACKEND.rewrite(kernel, "tiling", "o", plan_of("latency_bound"), [], "1 ms", feedback="no\nno"), NoProposal)
+
+
+def test_a_kernel_no_template_describes_gets_its_launch_numbers_tuned_and_the_reviewers_bounds():
+    """A person's kernel (no record line): its launch options go to the tuning engine; a bound on a number its launch
+    computes is named as one no rule sets; a rejection with nothing new to act on says so and offers writing one."""
     foreign = source(ROOT / "examples" / "candidates" / "softmax_triton.py")
-    assert isinstance(BACKEND.rewrite(foreign, "tiling", "o", plan_of("latency_bound"), [], "1 ms"), NoProposal)
+    reply = BACKEND.rewrite(foreign, "tiling", "o", plan_of("latency_bound"), [], "1 ms")
+    assert reply.rationale.startswith("rule launch_numbers:") and reply.kernel == foreign
+    assert [t.name for t in reply.tunables] == ["num_warps"]
+    bounded = BACKEND.rewrite(foreign, "tiling", "o", plan_of("latency_bound"), [], "1 ms", feedback="num_warps>=8, BLOCK_SIZE>=2048")
+    assert "num_warps=8" in bounded.kernel and "launches with num_warps=8 (was 4)" in bounded.rationale
+    assert "BLOCK_SIZE>=2048: softmax_row_kernel's launch computes BLOCK_SIZE" in bounded.rationale
+    assert bounded.tunables is None or all(v >= 8 for t in bounded.tunables for v in t.values)
+    again = BACKEND.rewrite(foreign, "tiling", "o", plan_of("latency_bound"), [], "1 ms", feedback="slower")
+    assert isinstance(again, NoProposal) and "Write a kernel here" in again.reason
 
 
 # repairs --------------------------------------------------------------------------------------------------------

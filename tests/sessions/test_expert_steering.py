@@ -1,0 +1,72 @@
+"""With egg's own expert backend (no model), a reviewer's decisions change what comes next: a rejection's feedback
+is read for what a rule can act on, and an edited plan is the plan the rewrite follows. Driven through `pipeline.api`
+against a real worker process and the real CPU judge."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline import api
+from pipeline.expert.steering import topics_of
+from pipeline.sessions.backends import BackendSpec
+from pipeline.stages.method import Budget
+from pipeline.types import EvalOptions
+from tests.sessions.driver import SOFTMAX
+from tests.sessions.test_decisions_reach_agents import wait_open_gate
+
+CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1)
+XBLOCK_FEEDBACK = "dim=64 fits in registers: try a variant with XBLOCK>1"
+
+
+def fix_topics(plan: dict) -> set[str]:
+    return {t for b in plan["bottlenecks"] for f in b["fixes"] for t in topics_of(f["change"])}
+
+
+def test_feedback_and_plan_edits_steer_the_expert_backend(tmp_path):
+    store = api.open_store(tmp_path / "egg.sqlite")
+    session = api.create_session(store, problem_path=SOFTMAX, backend=BackendSpec("expert"), review="every", device="cpu",
+                                 budget=Budget(seeds=2, rounds=1, debug_rounds=0, transforms=False), options=CPU)
+    api.start_worker(store, session.id)
+    seen: dict[str, object] = {}
+    while (gate := wait_open_gate(store, session.id)) is not None:
+        payload = gate.payload
+        if gate.kind == "kernel" and payload.get("label") == "seed 2 of 2" and "rejected_seed" not in seen:
+            seen["rejected_seed"] = payload["proposal"]
+            assert "XBLOCK=1," in payload["proposal"]
+            api.decide(store, session.id, gate.id, "reject", feedback=XBLOCK_FEEDBACK)
+        elif gate.kind == "kernel" and payload.get("label") == "seed 2 of 2" and "steered_seed" not in seen:
+            seen["steered_seed"] = payload
+            api.decide(store, session.id, gate.id, "reject", feedback="still not what I want")
+        elif gate.kind == "kernel" and payload.get("label") == "seed 2 of 2" and "other_paradigm" not in seen:
+            seen["other_paradigm"] = payload  # seed 1's paradigm, now with the bound the feedback set
+            api.decide(store, session.id, gate.id, "reject", feedback="no")
+        elif gate.kind == "kernel" and payload.get("label") == "seed 2 of 2" and "no_other_seed" not in seen:
+            seen["no_other_seed"] = payload
+            api.decide(store, session.id, gate.id, "skip")
+        elif gate.kind == "plan" and gate.stage == "memory" and "plan_rejected" not in seen:
+            topic = sorted(fix_topics(payload["proposal"]))[0]  # the tiny softmax's plan: one fix (launch-bound)
+            seen["plan_rejected"] = topic
+            api.decide(store, session.id, gate.id, "reject", feedback=f"no {topic.replace('_', ' ')}")
+        elif gate.kind == "plan" and gate.stage == "memory":
+            seen["plan_after_reject"] = payload
+            edited = {"bottlenecks": [{"name": "memory_bound", "evidence": [{"metric": "m", "value": "1", "interpretation": "mine"}],
+                                       "fixes": [{"change": "vector width: shorter runs per thread", "expected_gain_pct": 5}]}]}
+            api.decide(store, session.id, gate.id, "edit", edit_text=json.dumps(edited))
+        elif gate.kind == "kernel" and gate.stage == "memory" and payload.get("step") == "rewrite":
+            seen["memory_rewrite"] = payload
+            api.decide(store, session.id, gate.id, "skip")
+        else:
+            api.decide(store, session.id, gate.id, "approve")
+    assert api.get_session(store, session.id).status == "done", api.events(store, session.id)[-5:]
+
+    steered = seen["steered_seed"]
+    assert "XBLOCK=2," in steered["proposal"] and "XBLOCK=1," not in steered["proposal"]
+    assert "Feedback acted on: XBLOCK>1" in steered["rationale"] and "launches with XBLOCK=2 (was 1)" in steered["rationale"]
+    other = seen["other_paradigm"]
+    assert other["paradigm"] == "fused_triton" and "XBLOCK=2," in other["proposal"] and other["proposal"] != steered["proposal"]
+    assert seen["no_other_seed"]["proposal"] is None and "Write a kernel here" in seen["no_other_seed"]["note"]
+    after = seen["plan_after_reject"]  # its only fix refused: the gate says so and the person writes the plan
+    assert after["proposal"] is None and "every fix the rules had for this kernel was rejected" in after["note"]
+    rewrite = seen["memory_rewrite"]  # the edited plan names only the vector width: no pipelining, no chunks
+    assert rewrite["proposal"] is None or rewrite["rationale"].startswith(("rule vector_width:", "rule tune_only:"))
+    assert not any(word in (rewrite["rationale"] or rewrite["note"]) for word in ("pipelining", "longer_row_chunks"))
