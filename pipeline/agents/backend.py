@@ -62,6 +62,9 @@ class Backend(Protocol):
 
     name: str  # announced in the timeline and stored with the session, e.g. "openai:gpt-5.1" or "expert"
     proposes_kernels: bool  # False: a person writes every kernel at its gate
+    # True: a NoProposal is the backend's last word (rules, not a model's failed reply), so no gate asks a person
+    # about it unless it answers their rejection; the timeline records it. Optional (default False).
+    empty_is_final: bool
 
     def seed(self, problem_source: str, paradigm: str, index: int, count: int, feedback: str = "") -> KernelReply | NoProposal: ...
 

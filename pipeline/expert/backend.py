@@ -50,6 +50,7 @@ class ExpertBackend:
 
     name = "expert"
     proposes_kernels = True
+    empty_is_final = True  # the rules' NoProposal is deterministic: no gate for it (unless it answers a rejection)
 
     def __init__(self, problem_source: str | None = None) -> None:
         self._problems: dict[str, str] = {}  # fingerprint -> source, of every problem this backend was shown
@@ -207,6 +208,8 @@ class ExpertBackend:
                 continue
             seen.add(body(lowered.source))
             offers.append((variant.name, variant.why, lowered, variant.target))
+        missed = [v.name for v in order if v.name not in {o[0] for o in offers}]
+        note += f"; {', '.join(missed)} do(es) not apply to this kernel" if missed else ""
         said = (f" ({note})" if note else "")
         for name, why, lowered, target in offers:
             tunables = _kept(steer, tunables_for(stage, lowered.written.tunables_of(target)))

@@ -78,6 +78,7 @@ class Proposed:
     note: str = ""  # the rationale (a repair's cause), or who wrote it
     tunables: tuple = ()
     paradigm: str | None = None
+    same_as: int | None = None  # the candidate already judged with exactly this source (no gate, its verdict stands)
 
 
 def verdict_key(options: Any) -> str:
@@ -103,6 +104,8 @@ class Optimizer:
         self.started = time.monotonic()
         self._feedback: dict[str, list[str]] = {}
         self._calls_seen = 0  # stage -> what reviewers said when rejecting verdicts there
+        self._judged: dict[str, int] = {}  # source fingerprint -> the candidate that was judged with it
+        self._verdicts_rejected: set[int] = set()
         self.options_key = verdict_key(judge.options)
         self.timed = judge.options.device != "cpu" and judge.options.timing
 
@@ -140,6 +143,10 @@ class Optimizer:
         self.progress.decisions = [Decision(**d) for d in state["decisions"]]
         self.progress.attempts = [Attempt(**a) for a in state["attempts"]]
         self.progress.stopped = state.get("stopped", "")
+        for attempt in self.progress.attempts:
+            kept = self.store.candidate_source(attempt.candidate_id)
+            if kept is not None:
+                self._judged.setdefault(fingerprint_text(kept), attempt.candidate_id)
         self.on_event(f"stage {stage.name}: done in an earlier run, resumed from the store", "stage", stage=stage.name, resumed=True)
         if self.progress.stopped:
             raise SessionStopped()
@@ -223,6 +230,8 @@ class Optimizer:
             }
             if isinstance(reply, NoProposal):
                 self.on_event(f"  no plan from {self.backend.name}: {reply.reason}", "no_proposal", stage=stage.name)
+                if not feedback and getattr(self.backend, "empty_is_final", False):
+                    return None  # the rules' last word, and no rejection to answer: nothing for a person to decide
             identity = {"proposal": payload["proposal"], "note": payload["note"], "kernel": fingerprint_text(self.progress.best_source)}
             ruling = self.gates.ask(stage.name, "plan", payload, identity)
             if ruling.action == "approve":
@@ -252,6 +261,14 @@ class Optimizer:
             source = None if isinstance(reply, NoProposal) else reply.kernel
             if isinstance(reply, NoProposal):
                 self.on_event(f"  {label}: nothing proposed ({reply.reason})", "no_proposal", stage=stage, step=step)
+                if not feedback and getattr(self.backend, "empty_is_final", False):
+                    return None  # the rules' last word, and no rejection to answer: nothing for a person to decide
+            elif (same := self._judged.get(fingerprint_text(source))) is not None and step != "repair":
+                why = _rationale(reply) or ""
+                self.on_event(f"  {label}: the same kernel as candidate {same}, already judged: its verdict stands"
+                              + (f" ({why.split(';')[0]})" if why else ""), "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
+                return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()),
+                                getattr(reply, "paradigm", None), same_as=same)
             payload = {
                 "step": step,
                 "label": label,
@@ -290,6 +307,10 @@ class Optimizer:
         and keep it if it is the best so far and the reviewer accepts it. Returns the last candidate's id, verdict
         and source."""
         source = proposed.source
+        if proposed.same_as is not None and proposed.same_as not in self._verdicts_rejected:  # judged, its verdict accepted
+            stored = self.store.verdict(self.problem.fingerprint, fingerprint_text(source), self.options_key)
+            if stored is not None:
+                return proposed.same_as, from_jsonable(EvalResult, stored), source
         cid, result = self.judge_source(source, stage, origin, parent, proposed.note if note is None else note, proposed.author)
         repairs = 0
         while True:
@@ -315,6 +336,8 @@ class Optimizer:
                    "would_keep": result.ok and self._better(result)}
         identity = {"candidate": result.candidate.fingerprint, "status": result.status.value, "reason": result.reason}
         ruling = self.gates.ask(stage, "verdict", payload, identity)
+        if ruling.action == "reject":
+            self._verdicts_rejected.add(cid)
         if ruling.action == "reject" and ruling.feedback:
             self._feedback.setdefault(stage, []).append(ruling.feedback)
         if ruling.action == "stop":
@@ -351,6 +374,7 @@ class Optimizer:
         source_fp = fingerprint_text(source)
         key = f"{stage}/{origin}/{parent}/{source_fp}"
         cid = self.store.add_candidate(self.session_id, stage, origin, source, source_fp, parent, note, author, key)
+        self._judged.setdefault(source_fp, cid)
         path = self.work_dir / "candidates" / f"c{cid:04d}_{stage}_{origin}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source, encoding="utf-8")
