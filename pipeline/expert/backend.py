@@ -209,7 +209,7 @@ class ExpertBackend:
             seen.add(body(lowered.source))
             offers.append((variant.name, variant.why, lowered, variant.target))
         missed = [v.name for v in order if v.name not in {o[0] for o in offers}]
-        note += f"; {', '.join(missed)} do(es) not apply to this kernel" if missed else ""
+        note += f"; {', '.join(missed)} {'does' if len(missed) == 1 else 'do'} not apply to this kernel" if missed else ""
         said = (f" ({note})" if note else "")
         for name, why, lowered, target in offers:
             tunables = _kept(steer, tunables_for(stage, lowered.written.tunables_of(target)))

@@ -228,8 +228,11 @@ def planned(stage: str, diagnosis: Diagnosis | None, avoid: frozenset[str] = fro
         order, note = [v for v in ranked(stage, diagnosis) if v in own], "no fix in the plan names a rule, so its bottlenecks order them"
     else:
         order = called
-        note = f"the plan calls for {', '.join(v.name for v in called) or f'no {stage} rule'}"
-        note += f"; no {stage} rule implements: {'; '.join(unimplemented[:3])}" if unimplemented else ""
+        note = f"the plan calls for {', '.join(v.name for v in called)}" if called else f"no {stage} rule implements the plan's fixes"
+        if unimplemented and called:
+            note += f"; no {stage} rule implements: {'; '.join(unimplemented[:3])}"
+        elif unimplemented:
+            note += f" ({'; '.join(unimplemented[:3])})"
     order.sort(key=lambda v: not v.topics & prefer)
     return order, note
 

@@ -266,7 +266,7 @@ class Optimizer:
             elif (same := self._judged.get(fingerprint_text(source))) is not None and step != "repair":
                 why = _rationale(reply) or ""
                 self.on_event(f"  {label}: the same kernel as candidate {same}, already judged: its verdict stands"
-                              + (f" ({why.split(';')[0]})" if why else ""), "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
+                              + (f" ({why[:300]})" if why else ""), "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
                 return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()),
                                 getattr(reply, "paradigm", None), same_as=same)
             payload = {
