@@ -73,13 +73,18 @@ def render_kernel_proposal(payload: dict) -> None:
 
 def render_stage_end(payload: dict) -> None:
     proposal = payload.get("proposal") or {}
-    st.markdown("**What travels to the next stage** (only these decisions and this kernel: exploratory output is dropped)")
+    last = payload.get("last_stage", False)
+    st.markdown("**What the session ends with** (these decisions, and this kernel is best.py)" if last else
+                "**What travels to the next stage** (only these decisions and this kernel: exploratory output is dropped)")
     for decision in proposal.get("decisions", []):
         st.markdown(f"- **{decision['stage']}**: {decision['summary']}")
     best = proposal.get("best_id")
     best_ms = payload.get("best_ms")
-    st.markdown(f"The next stage starts from candidate **{best}**" + (f" ({best_ms:.4g} ms)" if best_ms else "") if best is not None
-                else "No correct kernel yet: the next stages have nothing to tune.")
+    if best is None:
+        st.markdown("No correct kernel: best.py will be the reference." if last else "No correct kernel yet: the next stages have nothing to tune.")
+    else:
+        st.markdown(("best.py will be candidate" if last else "The next stage starts from candidate") + f" **{best}**"
+                    + (f" ({best_ms:.4g} ms)" if best_ms else ""))
     choices = payload.get("choices") or []
     if choices:
         st.caption("passing candidates you may choose instead (edit best_id): " + ", ".join(

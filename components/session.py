@@ -22,11 +22,21 @@ class StageState:
     state: str  # done, current, waiting (not reached)
 
 
-def stage_states(current: str, finished_stages: set[str], session_done: bool) -> list[StageState]:
+def stage_states(current: str, finished_stages: set[str], status: str, outcomes: dict[str, str] | None = None) -> list[StageState]:
+    """Each stage as the record says it ended: done, stopped by the person, skipped, or not reached (a session that
+    ended before it); the running one current (or cancelled/failed where the session ended there)."""
+    outcomes = outcomes or {}
     states = []
     for stage in STAGES:
-        if stage.name in finished_stages or session_done:
+        summary = outcomes.get(stage.name)
+        if summary is not None:
+            state = "stopped" if summary.startswith("stopped") else "skipped" if summary.startswith("skipped") else "done"
+        elif stage.name in finished_stages:
             state = "done"
+        elif stage.name == current and status in ("cancelled", "failed"):
+            state = status
+        elif status in ("done", "cancelled", "failed"):
+            state = "not reached"
         elif stage.name == current:
             state = "current"
         else:
@@ -35,11 +45,16 @@ def stage_states(current: str, finished_stages: set[str], session_done: bool) ->
     return states
 
 
+MARKS = {"done": ":green[:material/check_circle:]", "current": ":orange[:material/pending:]",
+         "waiting": ":gray[:material/radio_button_unchecked:]", "stopped": ":red[:material/stop_circle:] stopped",
+         "skipped": ":gray[:material/skip_next:] skipped", "not reached": ":gray[:material/block:] not reached",
+         "cancelled": ":red[:material/cancel:] cancelled", "failed": ":red[:material/error:] failed"}
+
+
 def render_stage_progress(states: list[StageState]) -> None:
     columns = st.columns(len(states))
-    marks = {"done": ":green[:material/check_circle:]", "current": ":orange[:material/pending:]", "waiting": ":gray[:material/radio_button_unchecked:]"}
     for column, s in zip(columns, states):
-        column.markdown(f"{marks[s.state]} **{s.title}**")
+        column.markdown(f"{MARKS[s.state]} **{s.title}**")
         column.caption(s.objective)
 
 

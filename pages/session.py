@@ -157,7 +157,8 @@ def render() -> None:
     handle = store()
     view = api.session_view(handle, record.id)
     render_header(record, view.worker_alive)
-    render_stage_progress(stage_states(record.stage or "algorithm", handle.decided_stage_ends(record.id), record.status == "done"))
+    render_stage_progress(stage_states(record.stage or "algorithm", handle.decided_stage_ends(record.id), record.status,
+                                       handle.stage_outcomes(record.id)))
     gate = view.pending[0] if view.pending else None
     if gate is not None:
         render_gate(record, gate)

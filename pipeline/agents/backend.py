@@ -57,13 +57,19 @@ class Measurements:
         return data
 
 
+# The Optimizer prefixes a stage's verdict feedback with this in a step's feedback: a reviewer's guidance for the
+# stage's next proposals, not a rejection of the step's own (each of those is a line without it).
+VERDICT_NOTE = "(on an earlier verdict) "
+
+
 class Backend(Protocol):
     """The three agent roles, as one session's backend sees them."""
 
     name: str  # announced in the timeline and stored with the session, e.g. "openai:gpt-5.1" or "expert"
     proposes_kernels: bool  # False: a person writes every kernel at its gate
-    # True: a NoProposal is the backend's last word (rules, not a model's failed reply), so no gate asks a person
-    # about it unless it answers their rejection; the timeline records it. Optional (default False).
+    # True: the backend is deterministic rules. Its NoProposal is its last word (not a model's failed reply), so no
+    # gate asks a person about it unless it answers their rejection, and a kernel it proposes that was judged
+    # already gets no gate either; the timeline records both. Optional (default False).
     empty_is_final: bool
 
     def seed(self, problem_source: str, paradigm: str, index: int, count: int, feedback: str = "") -> KernelReply | NoProposal: ...

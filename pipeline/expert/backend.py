@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.agents.backend import Measurements, NoProposal
+from pipeline.agents.backend import VERDICT_NOTE, Measurements, NoProposal
 from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply, Tunable
 from pipeline.expert.algebra import TRANSFORMS
 from pipeline.expert.lowering import Lowered, Lowering
@@ -37,8 +37,15 @@ RULE_WHY = {
 
 
 def rejections(feedback: str) -> int:
-    """How many proposals for this step a reviewer has rejected (each rejection adds a line of feedback)."""
-    return len([line for line in feedback.splitlines() if line.strip()])
+    """How many proposals for this step a reviewer has rejected (each rejection adds a line of feedback; a line
+    about an earlier verdict guides the step but rejected nothing of it)."""
+    return len(_steps(feedback)[1])
+
+
+def _steps(feedback: str) -> tuple[list[str], list[str]]:
+    """The feedback's lines about earlier verdicts of the stage, and its rejections of this step, in order."""
+    lines = [line for line in feedback.splitlines() if line.strip()]
+    return [line for line in lines if line.startswith(VERDICT_NOTE)], [line for line in lines if not line.startswith(VERDICT_NOTE)]
 
 
 def _tunables(pairs) -> list[Tunable]:
@@ -82,10 +89,10 @@ class ExpertBackend:
         if isinstance(lowering, NoProposal):
             return lowering
         found, notes = alternatives(lowering)
-        lines = [line for line in feedback.splitlines() if line.strip()]
+        context, lines = _steps(feedback)
         shown: set[str] = set()
         for r in range(len(lines) + 1):
-            reply = self._seed_after(lowering, found, notes, index, "\n".join(lines[:r]), shown)
+            reply = self._seed_after(lowering, found, notes, index, "\n".join(context + lines[:r]), shown)
             if r == len(lines) or isinstance(reply, NoProposal):
                 return reply
             shown.add(body(reply.kernel))
@@ -120,7 +127,7 @@ class ExpertBackend:
             return KernelReply(paradigm=choice.paradigm.name, rationale=why, tunables=_tunables(lowered.written.tunables),
                                kernel=lowered.source)
         passed = f" ({'; '.join(notes)})" if notes else ""
-        if not feedback.strip():
+        if not rejections(feedback):
             return NoProposal(f"no further seed: the expert has {len(found)} distinct paradigm(s) for this problem{passed}")
         return NoProposal(f"no other seed: the expert has {len(found)} distinct paradigm(s) for this problem{passed}, and none "
                           f"it has not shown that the feedback allows.{steer.report()} Write a kernel here, or reject with "
@@ -172,10 +179,10 @@ class ExpertBackend:
                               "cache ($EGG_CACHE/expert)")
         if isinstance(lowering, NoProposal):
             return lowering
-        lines = [line for line in feedback.splitlines() if line.strip()]
+        context, lines = _steps(feedback)
         shown: set[str] = set()
         for r in range(len(lines) + 1):
-            reply = self._rewrite_after(kernel, record, lowering, stage, diagnosis, "\n".join(lines[:r]), shown)
+            reply = self._rewrite_after(kernel, record, lowering, stage, diagnosis, "\n".join(context + lines[:r]), shown)
             if r == len(lines) or isinstance(reply, NoProposal):
                 return reply
             shown.add(body(reply.kernel) + repr(reply.tunables))

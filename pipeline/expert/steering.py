@@ -21,6 +21,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from pipeline.agents.backend import VERDICT_NOTE
 from pipeline.tuning.rewrite import RewriteError, bake_config
 
 _OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
@@ -98,7 +99,7 @@ def read_feedback(feedback: str) -> Steering:
     avoid: set[str] = set()
     prefer: set[str] = set()
     exact, unread, clauses = False, [], 0
-    for clause in re.split(r"[\n;:]|,\s+|\.\s+|\bbut\b", feedback):
+    for clause in re.split(r"[\n;:]|,\s+|\.\s+|\bbut\b", feedback.replace(VERDICT_NOTE, "")):
         clause = clause.strip(" .")
         if not clause:
             continue

@@ -98,8 +98,11 @@ def report(outcome: Outcome) -> str:
         f"Run `{outcome.run_id}`, model {outcome.model}, device {outcome.options.device}"
         + (" (correctness only: Triton's interpreter, no timing)" if outcome.options.device == "cpu" else "") + ".",
     ]
+    if not outcome.keeps_reference and p.best_id is not None:
+        lines += ["", f"best.py is candidate {p.best_id}."]
     if p.stopped:
-        lines += ["", f"The run stopped early: budget exhausted ({p.stopped})."]
+        lines += ["", f"The run stopped early: {p.stopped}." if p.stopped.startswith("stopped") else
+                  f"The run stopped early: budget exhausted ({p.stopped})."]
     lines += ["", "## Stages", "", *_stage_rows(outcome), "", "## Every candidate", "",
               "| id | stage | origin | status | median ms | kept | note / reason |", "|---|---|---|---|---|---|---|"]
     for a in p.attempts:
@@ -128,6 +131,7 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "best_is_reference": outcome.best_is_reference,
         "beats_eager": outcome.beats_eager,
         "keeps_reference": outcome.keeps_reference,
+        "best_id": None if outcome.keeps_reference else outcome.progress.best_id,  # the candidate best.py is
         "verdict": to_jsonable(outcome.final) if outcome.final else None,
         "verification_seed": outcome.verify_seed,
         "baselines": outcome.reference.get("baselines", {}),

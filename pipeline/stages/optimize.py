@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.agents.backend import Backend, Measurements, NoProposal
+from pipeline.agents.backend import VERDICT_NOTE, Backend, Measurements, NoProposal
 from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply
 from pipeline.llm.accounting import Ledger
 from pipeline.problems.loader import fingerprint_text, load_candidate, read_source
@@ -143,6 +143,7 @@ class Optimizer:
         self.progress.decisions = [Decision(**d) for d in state["decisions"]]
         self.progress.attempts = [Attempt(**a) for a in state["attempts"]]
         self.progress.stopped = state.get("stopped", "")
+        self._verdicts_rejected.update(state.get("verdicts_rejected", []))
         for attempt in self.progress.attempts:
             kept = self.store.candidate_source(attempt.candidate_id)
             if kept is not None:
@@ -162,6 +163,7 @@ class Optimizer:
             "attempts": [dataclasses.asdict(a) for a in p.attempts],
             "best_result": to_jsonable(p.best_result) if p.best_result else None,
             "stopped": p.stopped,
+            "verdicts_rejected": sorted(self._verdicts_rejected),
         }
         self.store.save_stage(self.session_id, stage.name, "done", state)
 
@@ -253,7 +255,7 @@ class Optimizer:
                 parent_source: str | None, label: str) -> Proposed | None:
         """Ask the backend for a kernel and pass it through its kernel gate; rejections go back with their
         feedback. None: no kernel for this step (skipped, or nothing proposed and nothing written)."""
-        feedback = list(self._feedback.get(stage, []))
+        feedback = [VERDICT_NOTE + line for line in self._feedback.get(stage, [])]  # guidance for the step, not its rejections
         for _ in range(MAX_REJECTIONS + 1):
             self._check_budget()
             reply = ask("\n".join(feedback))
@@ -261,9 +263,10 @@ class Optimizer:
             source = None if isinstance(reply, NoProposal) else reply.kernel
             if isinstance(reply, NoProposal):
                 self.on_event(f"  {label}: nothing proposed ({reply.reason})", "no_proposal", stage=stage, step=step)
-                if not feedback and getattr(self.backend, "empty_is_final", False):
+                if len(feedback) == len(self._feedback.get(stage, [])) and getattr(self.backend, "empty_is_final", False):
                     return None  # the rules' last word, and no rejection to answer: nothing for a person to decide
-            elif (same := self._judged.get(fingerprint_text(source))) is not None and step != "repair":
+            elif (same := self._judged.get(fingerprint_text(source))) is not None and step != "repair" and \
+                    getattr(self.backend, "empty_is_final", False):
                 why = _rationale(reply) or ""
                 self.on_event(f"  {label}: the same kernel as candidate {same}, already judged: its verdict stands"
                               + (f" ({why[:300]})" if why else ""), "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
@@ -416,8 +419,9 @@ class Optimizer:
         """The stage_end gate: the decisions that travel on (editable, and so is the kernel the next stage starts
         from), then the checkpoint."""
         p = self.progress
-        passing = [a for a in p.attempts if a.status == "ok"]
+        passing = [a for a in p.attempts if a.status == "ok" and a.candidate_id not in self._verdicts_rejected]
         payload = {
+            "last_stage": stage is HARDWARE_STAGES[-1],
             "proposal": {"decisions": [{"stage": d.stage, "summary": d.summary} for d in p.decisions], "best_id": p.best_id},
             "best_ms": p.best_ms,
             "choices": [{"id": a.candidate_id, "stage": a.stage, "origin": a.origin, "median_ms": a.median_ms} for a in passing],
@@ -447,7 +451,17 @@ class Optimizer:
             return
         # By source, not by row id: a branch replaying this decision has its own rows for the same candidate.
         own = next((a.candidate_id for a in reversed(p.attempts) if self.store.candidate_source(a.candidate_id) == chosen), end.best_id)
+        if own in self._verdicts_rejected:
+            self.on_event(f"  candidate {own}'s verdict was rejected: the best stays candidate {p.best_id}", "info")
+            return
+        # The record follows the choice: the stage's decision names the chosen kernel, and it, not the one it
+        # replaces, is the kept one.
+        previous = p.best_id
         p.best_id, p.best_source, p.best_ms, p.best_result = own, chosen, result.timing.median_ms if result.timing else None, result
+        p.attempts = [dataclasses.replace(a, accepted=True) if a.candidate_id == own else
+                      dataclasses.replace(a, accepted=False) if a.candidate_id == previous else a for a in p.attempts]
+        if p.decisions:
+            p.decisions[-1] = dataclasses.replace(p.decisions[-1], candidate_id=own, median_ms=p.best_ms)
         self.on_event(f"  the reviewer chose candidate {own} to go on from", "decision", action="edit")
 
     # measurements --------------------------------------------------------------------------------------------------

@@ -338,6 +338,15 @@ class Store:
         rows = self._rows("SELECT g.id FROM gates g LEFT JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND d.id IS NULL ORDER BY g.id", (session_id,))
         return [r["id"] for r in rows]
 
+    def stage_outcomes(self, session_id: str) -> dict[str, str]:
+        """Each finished stage's decision summary ("best seed", "stopped by the reviewer", "skipped: ..."), from the
+        stages' checkpoints (each holds every decision made up to it)."""
+        outcomes: dict[str, str] = {}
+        for row in self._rows("SELECT state_json FROM stages WHERE session_id = ?", (session_id,)):
+            for decision in json.loads(row["state_json"]).get("decisions", []):
+                outcomes.setdefault(decision["stage"], decision["summary"])
+        return outcomes
+
     def decided_stage_ends(self, session_id: str) -> set[str]:
         rows = self._rows("SELECT DISTINCT g.stage FROM gates g JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND g.kind = 'stage_end'", (session_id,))
         return {r["stage"] for r in rows}

@@ -78,3 +78,12 @@ def test_a_one_kernel_file_gets_no_fusion_fix_and_nothing_to_fuse_drops_it_elsew
     two = seed(tiny("6_Linear_ReLU_LogSumExp")).kernel
     assert len(launched_kernels(two)) == 2
     assert "fusion" in topics(two) and "fusion" not in topics(two, "there is only one kernel, nothing to fuse")
+
+
+def test_feedback_on_an_earlier_verdict_guides_a_step_without_counting_as_its_rejection():
+    from pipeline.agents.backend import VERDICT_NOTE
+
+    own = seed(tiny("23_Softmax"), index=2)
+    guided = seed(tiny("23_Softmax"), index=2, feedback=VERDICT_NOTE + "not that one, and XBLOCK>1")
+    assert guided.paradigm == own.paradigm  # seed 2 is still seed 2's paradigm
+    assert "XBLOCK=2," in guided.kernel and "XBLOCK=1," in own.kernel

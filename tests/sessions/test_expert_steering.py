@@ -5,13 +5,14 @@ against a real worker process and the real CPU judge."""
 from __future__ import annotations
 
 import json
+import time
 
 from pipeline import api
 from pipeline.expert.steering import topics_of
 from pipeline.sessions.backends import BackendSpec
 from pipeline.stages.method import Budget
 from pipeline.types import EvalOptions
-from tests.sessions.driver import SOFTMAX
+from tests.sessions.driver import SOFTMAX, Egg
 from tests.sessions.test_decisions_reach_agents import wait_open_gate
 
 CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1)
@@ -73,3 +74,18 @@ def test_feedback_and_plan_edits_steer_the_expert_backend(tmp_path):
     same = [e for e in api.events(store, session.id) if e.kind == "same_kernel" and e.data.get("stage") == "memory"]
     assert len(same) == 1 and same[0].data["rationale"].startswith("rule tune_only:")
     assert "pipelining" not in same[0].data["rationale"] and "chunk" not in same[0].data["rationale"]
+
+
+def test_egg_gate_from_a_terminal_steers_the_same_way(tmp_path):
+    """`egg gate decide ... reject --feedback 'XBLOCK>1'`: the next gate `egg gate list` shows has XBLOCK=2."""
+    egg = Egg(tmp_path / "egg.sqlite", tmp_path)
+    session_id = egg.start(SOFTMAX, "--expert", "--review", "plans", "--device", "cpu", "--seeds", "1", "--rounds", "1", "--no-transforms")
+    first = egg.wait_gate(session_id)
+    assert first["kind"] == "kernel" and "XBLOCK=1," in first["payload"]["proposal"]
+    egg.decide(session_id, first["id"], "reject", feedback="XBLOCK>=4 please")
+    deadline = time.monotonic() + 120
+    while (again := egg.wait_gate(session_id)) is not None and again["id"] == first["id"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert again["kind"] == "kernel" and "XBLOCK=4," in again["payload"]["proposal"]
+    assert "Feedback acted on: XBLOCK>=4" in again["payload"]["rationale"] and "'please'" not in again["payload"]["rationale"]
+    egg.run("session", "cancel", session_id)
