@@ -197,11 +197,10 @@ class ExpertBackend:
         known = facts(lowering, base)
         order, note = planned(stage, diagnosis, steer.avoid, steer.prefer)
         offers: list[tuple[str, str, Lowered, str]] = []
-        if base != record.options:  # the reviewer's bounds, on the kernel as it is
-            lowered = lowering.lower(base)
-            if body(lowered.source) != body(kernel):
-                offers.append(("reviewer_bounds", "the kernel as it is, with the reviewer's bounds written into its launches",
-                               lowered, "row" if not known.gemms else "gemm"))
+        current = lowering.lower(base)  # the kernel as it is, with the reviewer's bounds
+        if base != record.options and body(current.source) != body(kernel):
+            offers.append(("reviewer_bounds", "the kernel as it is, with the reviewer's bounds written into its launches",
+                           current, "row" if not known.gemms else "gemm"))
         seen = {body(kernel)} | {body(o[2].source) for o in offers}  # a variant that changes only the record line is no variant
         for variant in order:
             options = variant.make(base, known)
@@ -225,7 +224,6 @@ class ExpertBackend:
             searched = f"; the tuning engine searches {', '.join(n for n, _ in tunables)}" if tunables else ""
             return KernelReply(paradigm=record.options.paradigm, rationale=f"rule {name}: {why}{searched}.{said}"
                                + _steer_report(steer, kernel, lowered.source), tunables=_tunables(tunables), kernel=lowered.source)
-        current = lowering.lower(base)
         tunables = _kept(steer, tunables_for(stage, current.written.tunables))
         if tunables and body(current.source) + repr(_tunables(tunables)) not in shown:
             return KernelReply(paradigm=record.options.paradigm, tunables=_tunables(tunables), kernel=current.source,
@@ -290,7 +288,8 @@ def _merged_pins(old: tuple, new: tuple) -> tuple:
 def _kept(steer, pairs) -> list[tuple[str, tuple[int, ...]]]:
     from pipeline.expert.steering import keeps
 
-    return [(name, keeps(steer.bounds, name, tuple(values))) for name, values in pairs if len(keeps(steer.bounds, name, tuple(values))) > 1]
+    kept = [(name, keeps(steer.bounds, name, tuple(values))) for name, values in pairs]
+    return [(name, values) for name, values in kept if len(values) > 1]
 
 
 def _rewrite_any(kernel: str, stage: str, feedback: str) -> KernelReply | NoProposal:
