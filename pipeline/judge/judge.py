@@ -277,8 +277,8 @@ def _exit_story(outcome: JobOutcome) -> str:
 
 def _calibration(result: dict[str, Any], marks: dict[str, float]) -> dict[str, Any]:
     """How the reference's own timing of its eager baseline looked from this side: the time the parent's clock saw
-    around its trials beyond what the worker's times explain (per trial), and its median host-to-sync gap, eager
-    and (when graphs are timed) replayed as a CUDA graph."""
+    around its trials beyond what the worker's times explain (per trial), and its median host-to-sync gap, eager,
+    (when graphs are timed) replayed as a CUDA graph, and for the judge's own one-block Triton kernel."""
     sums = result.get("baseline_sums", {}).get("eager")
     start, end = marks.get("trials_start:eager"), marks.get("trials_end:eager")
     if not sums or start is None or end is None or not sums.get("trials"):
@@ -287,7 +287,8 @@ def _calibration(result: dict[str, Any], marks: dict[str, float]) -> dict[str, A
     explained_ms = sums["event_ms"] + sums["launch_ms"]
     graphed = result.get("baseline_sums", {}).get("eager_graph") or {}
     return {"overhead_ms_per_trial": max(0.0, (bracket_ms - explained_ms) / sums["trials"]), "wall_gap_ms": sums.get("wall_gap_ms", 0.0),
-            "wall_gap_graph_ms": graphed.get("wall_gap_ms", sums.get("wall_gap_ms", 0.0))}
+            "wall_gap_graph_ms": graphed.get("wall_gap_ms", sums.get("wall_gap_ms", 0.0)),
+            "wall_gap_triton_ms": result.get("triton_launch_gap_ms", 0.0)}
 
 
 # Comparing as outputs arrive -------------------------------------------------------------------------------------

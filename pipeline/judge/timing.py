@@ -107,6 +107,32 @@ def _wait_source():
     return wait_for_flag
 
 
+def _probe_source():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def launch_probe(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        """One block's copy: a Triton launch with next to no work, so its time is the launch's."""
+        offs = tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    return launch_probe
+
+
+def time_triton_launch(device: torch.device, *, warmup: int, trials: int, flush: L2Flush, **timing_args: Any) -> Samples:
+    """The judge's own one-block Triton kernel, launched from Python as a candidate launches its kernels and timed
+    by the same loop. Its gap between the host's clock to a full-device sync and the events is what an honest
+    Triton launch costs the host (tens of microseconds, more than an eager op's): the side-stream check allows a
+    candidate that much. Run in the reference's worker, where no candidate code runs."""
+    kernel = _probe_source()
+    x = torch.zeros(128, device=device)
+    y = torch.empty_like(x)
+    return time_calls(lambda: kernel[(1,)](x, y, x.numel(), BLOCK=128), lambda i: None, warmup=max(warmup, 1), trials=trials,
+                      flush=flush, **timing_args)
+
+
 def warm_triton() -> None:
     """Start Triton's driver, and compile, load and build the launcher of the judge's head-start kernel (without
     launching it): what Triton starts once a process (the C compiler for its driver's module and for the

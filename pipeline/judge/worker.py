@@ -439,6 +439,11 @@ class ReferenceRun:
                 errors[name] = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
         self.result["baselines"], self.result["baseline_sums"], self.result["baseline_errors"] = baselines, sums, errors
+        try:
+            probe = timing.time_triton_launch(job.device, warmup=opts["warmup"], trials=opts["timing_trials"], flush=flush, **timing.timing_args(opts))
+            self.result["triton_launch_gap_ms"] = _median_gap(probe)
+        except Exception:  # the check then allows the eager gap alone, as before
+            traceback.print_exc()
 
 
 def process_accounting() -> tuple[int, float]:
@@ -560,6 +565,7 @@ class ToolWatch:
         import triton
 
         self.tools, self.depth, self.foreign = tools, 0, False
+        self.started = 0  # every start the hook saw, but a tool's inside the watch: counted exactly, however short-lived
         self.starter_dir = os.path.abspath(starter_dir or os.path.dirname(triton.__file__)) + os.sep  # Triton's code
         self.environment = {k: os.environ.get(k) for k in _TOOL_VARIABLES}
 
@@ -579,8 +585,10 @@ class ToolWatch:
         self.depth -= 1
 
     def _event(self, event: str, args: tuple) -> None:
-        if self.depth and event in SPAWN_EVENTS and not self._is_tool(event, args):
-            self.foreign = True
+        if event in SPAWN_EVENTS and not (self.depth and self._is_tool(event, args)):
+            self.started += 1
+            if self.depth:
+                self.foreign = True
 
     def _is_tool(self, event: str, args: tuple) -> bool:
         try:
@@ -664,6 +672,7 @@ class CandidateRun:
         self.tampering: list[str] = []
         self.records_edited: list[str] = []  # the worker's own evidence found edited (its second counts disagree)
         self.compiler_processes, self.compiler_cpu_s = 0, 0.0  # what Triton's own compiles started (set aside)
+        self.watch: ToolWatch | None = None
 
     def run(self) -> None:
         job = self.job
@@ -748,6 +757,7 @@ class CandidateRun:
         self.result["checksums"][name] = sums
         before = [v.clone() if isinstance(v, torch.Tensor) else None for v in inputs]
         processes_before = self.candidate_processes()
+        starts_before = self.starts()
         self.poison()
         launches_before, own_before = self.launches.total(), self.launches.own_total()
         work = Work()
@@ -782,7 +792,8 @@ class CandidateRun:
             "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
             "threads_after": live_threads() - self.threads_before,
             "processes_after": other_processes(),
-            "processes_started": max(0, processes - processes_before[0]),
+            # a process that ended at once can leave no CPU tick and nothing to count: the audit hook saw it start
+            "processes_started": max(0, processes - processes_before[0], self.starts() - starts_before),
             "children_cpu_s": round(max(0.0, cpu_s - processes_before[1]), 3),
             "work": work.to_json(),
             "checksum": sums,
@@ -804,7 +815,7 @@ class CandidateRun:
         from triton.runtime.jit import JITFunction
 
         run, chain = self, knobs.HookChain  # taken before any candidate code
-        watch = ToolWatch.install(triton_tools())
+        watch = self.watch = ToolWatch.install(triton_tools())
 
         def unset(hook) -> bool:  # a plain None, or one of Triton's own hook chains with nothing in it
             return hook is None or (type(hook) is chain and not hook.calls)
@@ -820,6 +831,10 @@ class CandidateRun:
 
         JITFunction._do_compile = set_aside(JITFunction._do_compile, run, watch, hooks_clear)
         CompiledKernel._init_handles = set_aside(CompiledKernel._init_handles, run, watch, hooks_clear)
+
+    def starts(self) -> int:
+        """Processes the audit hook saw started, Triton's set-aside compiles apart."""
+        return self.watch.started if self.watch is not None else 0
 
     def candidate_processes(self) -> tuple[int, float]:
         """process_accounting() less what Triton's compiles account for."""

@@ -21,6 +21,9 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("row_reduction_streamed", tiny("21_KLDiv_PerRow"), Options(reduction="looped"), "row_reduction", "for r0 in range(0, RNUMEL, RBLOCK)"),
     ("argmax_streamed", tiny("14_Argmax_Dim1"), Options(reduction="looped", row_block=16), "row_reduction", "_index = tl.where"),
     ("argmax_ties_streamed", fixture("argmax_ties"), Options(reduction="looped", row_block=8), "row_reduction", "acc1 == best1"),
+    ("softmax_streamed_one_pass", tiny("23_Softmax"), Options(reduction="looped", row_block=16), "row_reduction", "max and sum of exp(x - max)"),
+    ("masked_softmax_streamed", fixture("masked_softmax_rows"), Options(reduction="looped", row_block=16), "row_reduction", "grown"),
+    ("log_softmax_streamed", fixture("log_of_softmax"), Options(reduction="looped", row_block=16), "row_reduction", "max and sum of exp(x - max)"),
     ("batch_norm_streamed", tiny("10_BatchNorm2d_Train"), Options(reduction="looped", row_block=32), "row_reduction", "# last pass"),
     ("losses", fixture("zoo_losses"), Options(), "row_reduction", "tl.where"),
     ("reductions", fixture("zoo_reductions"), Options(), "row_reduction", "tl.argmin"),
@@ -104,3 +107,14 @@ def test_half_results_are_rounded_where_eager_torch_rounds_them():
     bf16 = Lowering.of((ROOT / "data/problems/suite/level2/9_Linear_SiLU_Residual_BF16.py").read_text()).graph
     assert sorted((bf16.node(i).origin, bf16.node(i).fn) for i in rounded_values(bf16)) == [("add", "add"), ("linear", "add"), ("silu", "silu")]
     assert rounded_values(Lowering.of(tiny("1_Linear_GELU_Scale").read_text()).graph) == frozenset()
+
+
+@pytest.mark.parametrize("problem", [tiny("23_Softmax"), fixture("masked_softmax_rows")], ids=["softmax", "masked_with_logsumexp"])
+def test_a_streamed_softmax_reads_its_rows_twice_not_three_times(problem):
+    """The max and the sum of exp(x - max) share one walk of the row (rescaled as the max grows); the last walk
+    writes the outputs: two loops over the row, where one per level of reduction made three."""
+    source = Lowering.of(problem.read_text()).lower(Options(reduction="looped", row_block=16)).source
+    start = source.index("@triton.jit\ndef ")
+    kernel = source[start:source.index("\ndef ", start + len("@triton.jit\ndef "))]
+    assert kernel.count("for r0 in range(0, RNUMEL, RBLOCK)") == 2, kernel
+

@@ -45,7 +45,11 @@ def test_side_stream_work_is_caught_at_run_time():
     """The static audit is switched off: the full-device sync against the events must catch it."""
     with Judge(EvalOptions(device="cuda", timing_trials=30), auditor=no_static_findings) as judge:
         result = judge.evaluate(problem(SOFTMAX), candidate("gpu_side_stream.py"))
-    assert (result.status, result.reason.split(":")[0]) == (Status.BANNED, "side_stream"), (result.reason, result.log_tail)
+    # the hidden work also makes the trials outlast their times on the judge's clock: whichever check comes first
+    # names the ban, and the side-stream check fails on its own
+    checks = {c.name: c for c in result.checks}
+    assert result.status is Status.BANNED and result.reason.split(":")[0] in {"side_stream", "timing_bracket"}, (result.reason, result.log_tail)
+    assert checks["side_stream"].passed is False, checks["side_stream"].detail
 
 
 def test_stale_memory_is_poisoned(gpu_judge):
