@@ -186,6 +186,8 @@ def enter(plan: Plan, prepare=None) -> Report:
         _become_namespace_init()
     libc = _libc()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if flags & CLONE_NEWNET:
+        _loopback_up(report)
     private = False
     if flags & CLONE_NEWNS:
         try:
@@ -233,6 +235,22 @@ def _unshare(report: Report, root: bool) -> int:
     if not flags & CLONE_NEWNET:
         report.missing.append("network namespace")
     return flags
+
+
+def _loopback_up(report: Report) -> None:
+    """Bring up the new network namespace's own loopback: a job's processes may talk to each other (NCU's host
+    and its target do), and still reach nothing outside the namespace."""
+    import fcntl
+    import socket
+    import struct
+
+    get_flags, set_flags, up = 0x8913, 0x8914, 0x1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            flags = struct.unpack("16sH14s", fcntl.ioctl(s, get_flags, struct.pack("16sH14s", b"lo", 0, b"")))[1]
+            fcntl.ioctl(s, set_flags, struct.pack("16sH14s", b"lo", flags | up, b""))
+    except OSError as exc:
+        report.missing.append(f"loopback in the network namespace ({exc.strerror})")
 
 
 def _map_user(uid: int, gid: int) -> bool:

@@ -4,8 +4,8 @@ The spec (written by pipeline.judge.launcher) holds the isolation plan, the limi
 its arguments. This process dies with the one that started it (PR_SET_PDEATHSIG), enters the sandbox
 (pipeline.judge.isolation: its own PID, mount, network and IPC namespaces, a read-only root holding only what the
 job needs, an unprivileged uid when egg runs as root, an environment with no secret), applies the limits, writes
-what isolation it got to `isolation.json` in the job folder, and then becomes the module (exec): no line of the
-module's code, or of the user code it imports, runs before all of that.
+what isolation it got to `isolation.json` in the job folder, and then becomes the module (exec), or the program the
+spec names (`argv`): no line of the module's code, or of the user code it imports, runs before all of that.
 
 Imports: the standard library only.
 """
@@ -31,6 +31,8 @@ def main(spec_path: str) -> None:
     limits.apply(job_limits, device=spec["device"], unprivileged=os.getuid() == isolation.SANDBOX_UID)
     with open(os.path.join(plan.workdir, "isolation.json"), "w") as f:
         json.dump(report.to_json(), f)
+    if spec.get("argv"):  # a program that runs user code itself (NCU, with the profiler's driver as its target)
+        os.execv(spec["argv"][0], spec["argv"])
     os.execv(sys.executable, [sys.executable, "-m", spec["module"], *spec["args"]])
 
 

@@ -77,20 +77,39 @@ class NcuRun:
     log_tail: str = ""
 
 
-def collect(ncu: str, workdir: Path, driver_spec: Path, env: dict[str, str], *, timeout_s: float = NCU_TIMEOUT_S, max_launches: int = MAX_LAUNCHES) -> NcuRun:
-    """Run the driver under ncu, then export the CSV. Failures are data (`error`), never exceptions."""
+def collect(ncu: str, workdir: Path, driver_spec: Path, env: dict[str, str], *, timeout_s: float = NCU_TIMEOUT_S, max_launches: int = MAX_LAUNCHES,
+            read_only: tuple[str, ...] = ()) -> NcuRun:
+    """Run the driver under ncu, then export the CSV. Failures are data (`error`), never exceptions.
+
+    NCU and its target (the driver, which imports the candidate and the problem) run together in the judge's
+    sandbox (pipeline.judge.launcher), with NCU's own folder and `read_only` (the candidate and the problem)
+    readable. The export then reads the report here: NCU's own parser on a file the sandbox wrote."""
+    from pipeline.judge import launcher
+
     report = workdir / "profile.ncu-rep"
-    code, log = _run(collect_command(ncu, report, driver_spec, max_launches=max_launches), env, workdir, timeout_s)
+    program = os.path.realpath(ncu)
+    finished = launcher.run("", (), argv=collect_command(program, report, driver_spec, max_launches=max_launches), workdir=workdir,
+                            read_only=(os.path.dirname(program), *read_only), device="cuda", timeout_s=timeout_s, log_name="ncu.log")
+    log = _tail_of(workdir / "ncu.log") + (f"\n[egg] {finished.error}" if finished.error else "")
     if PERMISSION_MARKER in log:
         return NcuRun("", "", "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", True, log[-2000:])
-    if code != 0 or not report.exists():
-        return NcuRun("", "", f"ncu exited with {code} and no report" if code else "ncu profiled no kernel in the measured call", log_tail=log[-2000:])
+    if finished.error or not report.exists():
+        return NcuRun("", "", f"ncu: {finished.error} and no report" if finished.error else "ncu profiled no kernel in the measured call", log_tail=log[-2000:])
     code, text = _run(import_command(ncu, report), env, workdir, 300.0, merge_stderr=False)
     if code != 0:  # an older ncu may lack a print option: the plain export still parses (units row, long names)
         code, text = _run(import_command(ncu, report)[:6], env, workdir, 300.0, merge_stderr=False)
     if code != 0:
         return NcuRun("", str(report), f"ncu --import exited with {code}", log_tail=text[-2000:])
     return NcuRun(text, str(report), log_tail=log[-2000:])
+
+
+def _tail_of(path: Path, limit: int = 64 << 10) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float, *, merge_stderr: bool = True) -> tuple[int, str]:

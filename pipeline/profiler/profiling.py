@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -159,6 +157,7 @@ def measured_report(
     from pipeline.judge.sandbox import clean_environment
 
     env = clean_environment("cuda")
+    candidate_path, problem_path = str(Path(candidate_path).resolve()), str(Path(problem_path).resolve())
     with tempfile.TemporaryDirectory(prefix="egg-profile-") as folder:
         workdir, error = Path(folder), ""
         if mode == "ncu":
@@ -179,7 +178,8 @@ def measured_report(
 def _with_ncu(workdir: Path, candidate_path: str, problem_path: str, env: dict, options: ProfileOptions, key: str, ncu_path: str | None) -> tuple[list[KernelProfile], str, str]:
     """(kernels, kept raw report, error) from the driver run under ncu."""
     spec_path = write_spec(workdir, candidate_path, problem_path, "ncu", options)
-    run = ncu.collect(ncu_path, workdir, spec_path, env, timeout_s=options.timeout_s, max_launches=options.max_launches)
+    run = ncu.collect(ncu_path, workdir, spec_path, env, timeout_s=options.timeout_s, max_launches=options.max_launches,
+                      read_only=(candidate_path, problem_path))
     if run.error:
         return [], "", run.error
     kernels = profiles_from_rows(ncu.parse_raw_csv(run.csv_text))
@@ -191,7 +191,7 @@ def _with_ncu(workdir: Path, candidate_path: str, problem_path: str, env: dict, 
 def _with_torch_profiler(workdir: Path, candidate_path: str, problem_path: str, env: dict, options: ProfileOptions) -> tuple[list[KernelProfile], str]:
     """(kernels, error) from the driver run under the torch profiler."""
     spec_path = write_spec(workdir, candidate_path, problem_path, "torch", options)
-    error = run_driver(spec_path, env, workdir, options.timeout_s)
+    error = run_driver(spec_path, workdir, options.timeout_s, read_only=(candidate_path, problem_path))
     if error:
         return [], error
     return profiles_from_trace(load_trace(workdir / "trace.json")), ""
@@ -239,13 +239,18 @@ def write_spec(workdir: Path, candidate_path: str, problem_path: str, mode: str,
     return path
 
 
-def run_driver(spec_path: Path, env: dict[str, str], workdir: Path, timeout_s: float) -> str:
-    """Run the driver without ncu (torch profiler mode). Returns an error line, or "" on success."""
-    try:
-        out = subprocess.run([sys.executable, "-m", "pipeline.profiler.driver", str(spec_path)], env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return f"the driver timed out after {timeout_s:.0f} s"
-    return "" if out.returncode == 0 else f"the driver exited with {out.returncode}: {(out.stderr or out.stdout)[-500:]}"
+def run_driver(spec_path: Path, workdir: Path, timeout_s: float, *, read_only: tuple[str, ...]) -> str:
+    """Run the driver without ncu (torch profiler mode), in the judge's sandbox: it imports the candidate and the
+    problem. Returns an error line, or "" on success."""
+    from pipeline.judge import launcher
+
+    finished = launcher.run("pipeline.profiler.driver", [str(spec_path)], workdir=workdir, read_only=read_only, device="cuda",
+                            timeout_s=timeout_s, log_name="driver.log")
+    if finished.error is None:
+        return ""
+    if finished.error.startswith("timed out"):
+        return f"the driver {finished.error}"
+    return f"the driver: {finished.error}: {finished.log_tail[-500:]}"
 
 
 def keep_report(report_path: str, key: str) -> str:

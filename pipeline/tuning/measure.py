@@ -1,7 +1,7 @@
 """Batched measurement: many configurations of one kernel, checked and timed in one long-lived worker process.
 
-`BatchMeasurer` is an `Evaluator`. It starts `python -m pipeline.tuning.worker` (a clean environment without secrets,
-its own process group), sets the kernel and its launch up once (inputs on the device, the reference output), and
+`BatchMeasurer` is an `Evaluator`. It starts `python -m pipeline.tuning.worker` in the judge's sandbox
+(pipeline.judge.launcher: its own namespaces and user, no secret, its own process group), sets the kernel and its launch up once (inputs on the device, the reference output), and
 then sends configurations one at a time, so that a configuration that hangs or crashes the process is named and
 the worker restarted for the rest. Every outcome is a status; only a kernel file or recipe that cannot be set up
 at all stops the measurement (`MeasureError`).
@@ -15,18 +15,20 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.tuning.measurement import Measurement, TuneStatus
 from pipeline.tuning.recipe import LaunchRecipe
 from pipeline.tuning.space import Config
 from pipeline.types import HEAD_START_MODES
+
+if TYPE_CHECKING:
+    from pipeline.judge.launcher import Process
 
 LOG_TAIL_CHARS = 3000
 
@@ -67,7 +69,7 @@ class BatchMeasurer:
         self.best_ms: float | None = None  # early stopping compares against this (callers may lower it)
         self.environment: dict[str, str] = {}
         self._dir = Path(tempfile.mkdtemp(prefix="egg-tune-"))
-        self._process: subprocess.Popen | None = None
+        self._process: Process | None = None
         self._replies: queue.Queue = queue.Queue()
         self._deaths = 0
 
@@ -77,14 +79,12 @@ class BatchMeasurer:
         """Start the worker and set the kernel up (idempotent). Returns the worker's environment description."""
         if self._process is not None and self._process.poll() is None:
             return self.environment
-        from pipeline.judge.sandbox import clean_environment
+        from pipeline.judge import launcher
 
         self._replies = queue.Queue()
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.tuning.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(self._dir / "worker.log", "ab"), env=clean_environment(self.settings.device), cwd=self._dir,
-            start_new_session=True,
-        )
+        # in the judge's sandbox: the worker imports the kernel file, user code
+        self._process = launcher.start("pipeline.tuning.worker", workdir=self._dir, read_only=(self.kernel_path,),
+                                       device=self.settings.device, log_name="worker.log")
         threading.Thread(target=_forward, args=(self._process, self._replies), daemon=True).start()
         reference = dict(self.reference_config) if self.reference_config is not None else None
         self._send({"op": "setup", "kernel_path": self.kernel_path, "recipe": self.recipe.to_json(),
@@ -175,7 +175,7 @@ class BatchMeasurer:
         return Measurement(config, TuneStatus.RUNTIME_ERROR, detail=f"the worker died (exit code {returncode})\n{self.log_tail()[-1000:]}")
 
 
-def _forward(process: subprocess.Popen, replies: queue.Queue) -> None:
+def _forward(process: Process, replies: queue.Queue) -> None:
     """Pass one worker's replies to its queue; "died" when its output ends."""
     for line in process.stdout:
         replies.put(json.loads(line))

@@ -1,6 +1,7 @@
 """Pruning before the GPU: compile configurations for sm_90 on CPU cores, in parallel, and drop the hopeless.
 
-`PrunedEvaluator` wraps the device evaluator: each batch is compiled first (a `concurrent.futures` process pool);
+`PrunedEvaluator` wraps the device evaluator: each batch is compiled first (a pool of processes in the judge's
+sandbox: they import the kernel file);
 configurations that fail to compile, spill registers, or need more shared memory than an H200 block may have are
 answered without device time; one that compiles to the same binary as a configuration already measured gets that
 configuration's outcome (`duplicate_binary`, tinygrad's lesson). Only the rest reach the device.
@@ -11,12 +12,16 @@ The compiler is a small protocol, so tests use a scripted one; `Sm90Compiler` is
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
-import multiprocessing
 import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
 from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -62,14 +67,94 @@ def compile_quietly(compiler: Compiler, config: Config) -> Compiled:
         return Compiled(None, f"{type(exc).__name__}: {exc}"[:2000])
 
 
-def _scrub_environment() -> None:
-    """Pool processes import candidate code: keep the user's secrets out of their environment."""
-    from pipeline.judge.sandbox import clean_environment
+class JailedPool:
+    """Compile processes in the judge's sandbox (pipeline.judge.launcher), each `python -m
+    pipeline.tuning.compile_worker`: they import kernel files, user code. Tasks go to them round robin over their
+    stdin; answers come back as JSON lines. A compiler names what its work reads (`read_only()`: the kernel file);
+    the file that defines the compiler's class is readable too. A worker that dies fails its tasks, as data."""
 
-    keep = clean_environment("cuda")
-    for name in list(os.environ):
-        if name not in keep:
-            del os.environ[name]
+    def __init__(self, workers: int) -> None:
+        self.size = workers
+        self._folder: str | None = None
+        self._processes: list[Any] = []
+        self._paths: tuple[str, ...] = ()
+
+    def map(self, compiler: Compiler, configs: Sequence[Config]) -> list[Compiled]:
+        self._start(_readable(compiler))
+        answers: list[Compiled | None] = [None] * len(configs)
+        owners: dict[int, list[int]] = {}
+        for i, config in enumerate(configs):
+            w = i % len(self._processes)
+            owners.setdefault(w, []).append(i)
+            task = base64.b64encode(pickle.dumps((i, compiler, config))) + b"\n"
+            try:
+                self._processes[w].stdin.write(task)
+                self._processes[w].stdin.flush()
+            except OSError:
+                pass  # it died: its tasks fail below
+        for w, tasks in owners.items():
+            for _ in tasks:
+                line = self._processes[w].stdout.readline()
+                if not line:
+                    break
+                answer = json.loads(line)
+                facts = answer.get("facts")
+                answers[int(answer["index"])] = Compiled(BinaryFacts(**facts) if facts else None, str(answer.get("error", "")))
+        died = [i for i, a in enumerate(answers) if a is None]
+        if died:
+            tail = self._log_tail()
+            self.close()  # a fresh set next time
+            for i in died:
+                answers[i] = Compiled(None, f"the compile worker died{': ' + tail if tail else ''}"[:2000])
+        return answers  # type: ignore[return-value]
+
+    def _start(self, paths: tuple[str, ...]) -> None:
+        if self._processes and paths == self._paths and all(p.poll() is None for p in self._processes):
+            return
+        self.close()
+        from pipeline.judge import launcher
+
+        self._folder, self._paths = tempfile.mkdtemp(prefix="egg-compile-"), paths
+        for k in range(self.size):
+            workdir = os.path.join(self._folder, str(k))
+            os.makedirs(workdir)
+            self._processes.append(launcher.start("pipeline.tuning.compile_worker", workdir=workdir, read_only=paths,
+                                                  device="cuda", environment={"CUDA_VISIBLE_DEVICES": ""}, log_name="worker.log"))
+
+    def _log_tail(self) -> str:
+        texts = []
+        for k in range(len(self._processes)):
+            try:
+                with open(os.path.join(self._folder or "", str(k), "worker.log"), "rb") as f:
+                    texts.append(f.read()[-600:].decode("utf-8", errors="replace").strip())
+            except OSError:
+                continue
+        return " | ".join(t for t in texts if t)
+
+    def close(self) -> None:
+        for process in self._processes:
+            try:
+                process.stdin.close()
+                os.killpg(process.pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+            process.wait()
+            process.stdout.close()
+        self._processes = []
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
+def _readable(compiler: Compiler) -> tuple[str, ...]:
+    """What a compile worker must read: the compiler's own files, and the module that defines its class (a
+    scripted compiler of a test; egg's own package is always there)."""
+    paths = list(getattr(compiler, "read_only", lambda: ())())
+    module = sys.modules.get(type(compiler).__module__)
+    source = getattr(module, "__file__", None)
+    if source and not type(compiler).__module__.startswith("pipeline."):
+        paths.append(os.path.abspath(source))
+    return tuple(sorted(set(paths)))
 
 
 class PrunedEvaluator:
@@ -81,16 +166,15 @@ class PrunedEvaluator:
         self.shared_limit_bytes, self.allow_spills = shared_limit_bytes, allow_spills
         self.outcomes: dict[str, Measurement] = {}  # launch sha256 -> the measured configuration's outcome
         self.facts: dict[str, BinaryFacts] = {}  # config key -> facts
-        self._pool: Executor | None = None
+        self._pool: JailedPool | None = None
 
     def compile_all(self, configs: Sequence[Config]) -> list[Compiled]:
         """Compile `configs` (in parallel when workers > 1)."""
         if self.workers <= 1 or len(configs) <= 1:
             return [compile_quietly(self.compiler, c) for c in configs]
         if self._pool is None:
-            context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads or CUDA
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_scrub_environment)
-        return list(self._pool.map(compile_quietly, [self.compiler] * len(configs), configs))
+            self._pool = JailedPool(self.workers)
+        return self._pool.map(self.compiler, configs)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Measurement]:
         results: dict[str, Measurement] = {}
@@ -131,7 +215,7 @@ class PrunedEvaluator:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.close()
             self._pool = None
 
     def __enter__(self) -> PrunedEvaluator:
@@ -163,6 +247,9 @@ class Sm90Compiler:
 
     kernel_path: str
     recipe: LaunchRecipe
+
+    def read_only(self) -> tuple[str, ...]:
+        return (os.path.abspath(self.kernel_path),)
 
     def compile(self, config: Config) -> BinaryFacts:
         from pipeline.profiler.static import facts_for_call

@@ -66,3 +66,19 @@ def test_a_real_tune_prunes_on_the_cpu_measures_on_the_gpu_and_bakes_the_winner(
     assert result.evaluations <= 8
     assert any(t.status is TuneStatus.DUPLICATE_BINARY for t in result.history)  # num_stages: no loop, same binary
     assert result.source is not None or result.rewrite_error == ""
+
+
+def test_a_kernel_file_that_starts_a_shell_is_measured_inside_the_sandbox():
+    """The measuring worker imports the kernel file in the judge's sandbox, on the GPU too: the payload sees itself
+    as PID 2 of its own namespace and (under root) not root, and its configurations are timed."""
+    import re
+
+    spawning = ROOT / "tests" / "fixtures" / "search" / "spawning_row_sum.py"
+    recipe = LaunchRecipe("row_sum_kernel", {"x_ptr": TensorSpec((6, 24)), "out_ptr": TensorSpec((6,), output=True), "n_cols": 24}, grid="(6,)")
+    with BatchMeasurer(spawning, recipe, MeasureSettings(trials=10)) as measurer:
+        results = measurer.evaluate([Config(BLOCK=32), Config(BLOCK=64)])
+        log = measurer.log_tail()
+    assert [r.status for r in results] == [TuneStatus.OK, TuneStatus.OK], [r.detail for r in results]
+    assert all(r.time_ms and r.time_ms > 0 for r in results)
+    (seen,) = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in log.splitlines() if line.startswith("PAYLOAD")]
+    assert seen["pid"] == "2" and seen["uid"] != "0" and seen["secrets"] == "none", seen

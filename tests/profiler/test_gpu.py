@@ -43,3 +43,18 @@ def test_a_large_copy_profiles_memory_bound(mode, tmp_path):
     if mode == "ncu":
         assert Path(report.raw_report).exists()
         assert kernel.memory_throughput_pct > 60
+
+
+@pytest.mark.parametrize("mode", ["ncu", "torch_profiler"])
+def test_a_candidate_that_starts_a_shell_is_profiled_inside_the_sandbox(mode, tmp_path):
+    """Its survey, its driver and NCU with its target all run in the judge's sandbox: the shell's file stays in the
+    sandbox's own /tmp, and NCU still reads the counters there."""
+    from pipeline.profiler.cache import ProfileCache
+
+    marker = Path("/tmp/egg-spawning-copy-marker")
+    marker.unlink(missing_ok=True)
+    report = profile_candidate(FIXTURES / "spawning_copy_triton.py", FIXTURES / "copy_problem.py", ProfileOptions(mode=mode), ProfileCache(tmp_path))
+    assert report.source == mode, report.notes
+    assert report.overall.kind == "memory_bound", report.overall.summary
+    assert not marker.exists(), "the candidate's shell wrote to the machine's /tmp"
+

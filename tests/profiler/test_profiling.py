@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_a_missing_problem_file_is_one_clear_line():
 # The measured path, with a stand-in for ncu (tests/profiler/fake_ncu.py) ------------------------------------------
 
 
-def measured(tmp_path, monkeypatch, **env):
+def measured(tmp_path, monkeypatch, deny=False, **env):
     from pipeline.profiler import ceilings
     from pipeline.profiler.costs import ProblemCosts
     from pipeline.profiler.profiling import measured_report
@@ -87,7 +88,7 @@ def measured(tmp_path, monkeypatch, **env):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     survey = Survey((), (), "meta", ProblemCosts(0, 2 * 1024**3, ("float32",)), 0.0)
-    fake_ncu = str(Path(__file__).with_name("fake_ncu.py"))
+    fake_ncu = str(Path(__file__).with_name("fake_ncu_deny.py" if deny else "fake_ncu.py"))
     return measured_report(str(FIXTURES / "copy_triton.py"), str(FIXTURES / "copy_problem.py"), survey, "ncu", [], ProfileOptions(), "k" * 64, ceilings.nominal(), fake_ncu)
 
 
@@ -97,11 +98,12 @@ def test_ncu_output_flows_into_a_classified_report_and_the_raw_report_is_kept(tm
     assert report.overall.kind == "memory_bound" and not report.overall.predicted
     assert report.kernels[0].name == "copy_kernel" and report.total_kernel_ms == pytest.approx(0.52)
     assert Path(report.raw_report).read_bytes() == b"fake ncu-rep" and str(tmp_path) in report.raw_report
-    assert report.environment == {"gpu": "fake H200"}
+    assert report.environment["gpu"] == "fake H200" and report.environment["pid"] == "2"  # NCU ran in the judge's sandbox
+    assert report.environment["root"] == "False" or os.geteuid() != 0
 
 
 def test_refused_counters_fall_back_and_a_failed_run_is_data(tmp_path, monkeypatch):
-    report = measured(tmp_path, monkeypatch, EGG_FAKE_NCU_DENY="1")  # then the real driver runs, and fails: no CUDA here
+    report = measured(tmp_path, monkeypatch, deny=True)  # then the real driver runs, and fails: no CUDA here
     assert report.source == "static_only"
     assert "ERR_NVGPUCTRPERM" in report.notes[0] and "falling back to the torch profiler" in report.notes[0]
     assert any("the measured run failed" in n for n in report.notes)
