@@ -8,7 +8,7 @@ committed here) whose `src/kernelbench` this imports unchanged:
 It calls `kernelbench.eval.eval_kernel_against_ref` as KernelBench's own scripts do (seed 42, the correctness
 trials, then the timed trials with CUDA events, backend "triton") and prints one JSON line: the harness's result,
 and the seconds from this process's start to its end. KernelBench's package imports helpers for calling language
-models (litellm, python-dotenv, tqdm) that its evaluation never uses; when one of those is not installed, an empty
+models (litellm, openai, python-dotenv, tqdm) that its evaluation never uses; when one of those is not installed, an empty
 stand-in module is put in its place, and the JSON lists which.
 """
 
@@ -22,7 +22,7 @@ import types
 from pathlib import Path
 
 STARTED = time.monotonic()
-UNUSED_BY_THE_EVALUATION = ("litellm", "dotenv", "tqdm")
+UNUSED_BY_THE_EVALUATION = ("litellm", "dotenv", "tqdm", "openai")
 
 
 def stand_in(name: str) -> None:
@@ -30,6 +30,7 @@ def stand_in(name: str) -> None:
     module.completion = None  # litellm
     module.load_dotenv = lambda *args, **kwargs: False  # dotenv
     module.tqdm = lambda iterable=None, *args, **kwargs: iterable  # tqdm
+    module.OpenAI = None  # openai
     sys.modules[name] = module
 
 
