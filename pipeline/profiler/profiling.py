@@ -181,7 +181,8 @@ def _with_ncu(workdir: Path, candidate_path: str, problem_path: str, env: dict, 
     run = ncu.collect(ncu_path, workdir, spec_path, env, timeout_s=options.timeout_s, max_launches=options.max_launches,
                       read_only=(candidate_path, problem_path))
     if run.error:
-        return [], "", run.error
+        said = [line.strip() for line in run.log_tail.splitlines() if line.strip().startswith("==")]  # NCU's own messages
+        return [], "", run.error + (f" (ncu: {' / '.join(said[-3:])[-400:]})" if said else "")
     kernels = profiles_from_rows(ncu.parse_raw_csv(run.csv_text))
     if not kernels:
         return [], "", "the NCU report has no kernel rows"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import pickle
 import sys
 
@@ -18,8 +19,9 @@ import sys
 def main() -> None:
     from pipeline.tuning.prune import compile_quietly
 
-    out = sys.stdout
-    sys.stdout = sys.stderr  # what the compiled code prints must not end up in the answers
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the kernel file prints goes to the log, never into the answers
+    sys.stdout = sys.stderr
     for line in sys.stdin:
         index, compiler, config = pickle.loads(base64.b64decode(line))
         compiled = compile_quietly(compiler, config)

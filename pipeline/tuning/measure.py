@@ -94,7 +94,8 @@ class BatchMeasurer:
             message = reply.get("message", "the worker died during the setup")
             self._stop()
             raise MeasureError(f"cannot set up {self.kernel_path}: {message}\n{self.log_tail()}")
-        self.environment = reply["environment"]
+        environment = reply.get("environment")
+        self.environment = {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else {}
         return self.environment
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -175,16 +176,36 @@ class BatchMeasurer:
         return Measurement(config, TuneStatus.RUNTIME_ERROR, detail=f"the worker died (exit code {returncode})\n{self.log_tail()[-1000:]}")
 
 
+MAX_REPLY_BYTES = 1 << 20  # a line longer than this is not one of the worker's replies
+
+
 def _forward(process: Process, replies: queue.Queue) -> None:
-    """Pass one worker's replies to its queue; "died" when its output ends."""
-    for line in process.stdout:
-        replies.put(json.loads(line))
+    """Pass one worker's replies to its queue; "died" when its output ends. The worker runs the kernel file's
+    code, which can write to its stdout too: a line that is not a reply (not JSON, not an object, too long) ends
+    the worker's turn as a death with that story, never an exception here."""
+    try:
+        while line := process.stdout.readline(MAX_REPLY_BYTES + 1):
+            reply = json.loads(line) if len(line) <= MAX_REPLY_BYTES else None
+            if not isinstance(reply, dict):
+                raise ValueError("not a reply")
+            replies.put(reply)
+    except (ValueError, OSError):
+        replies.put({"event": "died", "message": "the worker wrote something that is not a reply on its channel"})
+        return
     replies.put({"event": "died"})
 
 
 def _from_reply(config: Config, reply: dict[str, Any]) -> Measurement:
-    detail = reply.get("detail", "")
-    facts = [f"{k}={reply[k]}" for k in ("registers", "spills", "shared_bytes") if k in reply]
-    if facts:
-        detail = (detail + "; " if detail else "") + ", ".join(facts)
-    return Measurement(config, TuneStatus(reply["status"]), reply.get("time_ms"), detail, reply.get("trials", 0))
+    """A result reply as a measurement; one that does not read as a result is a runtime error with that story.
+    (The kernel's code shares the worker's process: a time it forges can mislead the choice of a configuration,
+    never a verdict, which the judge gives the tuned kernel in a process of its own.)"""
+    try:
+        detail = str(reply.get("detail", ""))[:4000]
+        facts = [f"{k}={int(reply[k])}" for k in ("registers", "spills", "shared_bytes") if k in reply]
+        if facts:
+            detail = (detail + "; " if detail else "") + ", ".join(facts)
+        time_ms = reply.get("time_ms")
+        time_ms = None if time_ms is None else float(time_ms)
+        return Measurement(config, TuneStatus(reply["status"]), time_ms, detail, int(reply.get("trials", 0)))
+    except (KeyError, TypeError, ValueError):
+        return Measurement(config, TuneStatus.RUNTIME_ERROR, detail="the worker's result could not be read")

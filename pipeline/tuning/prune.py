@@ -13,6 +13,7 @@ The compiler is a small protocol, so tests use a scripted one; `Sm90Compiler` is
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -94,12 +95,10 @@ class JailedPool:
                 pass  # it died: its tasks fail below
         for w, tasks in owners.items():
             for _ in tasks:
-                line = self._processes[w].stdout.readline()
-                if not line:
+                answer = _answer(self._processes[w].stdout.readline(MAX_ANSWER_BYTES + 1), tasks)
+                if answer is None:  # ended, or wrote what is not an answer (the kernel's code shares its stdout)
                     break
-                answer = json.loads(line)
-                facts = answer.get("facts")
-                answers[int(answer["index"])] = Compiled(BinaryFacts(**facts) if facts else None, str(answer.get("error", "")))
+                answers[answer[0]] = answer[1]
         died = [i for i, a in enumerate(answers) if a is None]
         if died:
             tail = self._log_tail()
@@ -144,6 +143,29 @@ class JailedPool:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+
+
+MAX_ANSWER_BYTES = 1 << 16
+
+
+def _answer(line: bytes, tasks: list[int]) -> tuple[int, Compiled] | None:
+    """(task index, outcome) from one line of a compile worker, or None when the line is not an answer to one of
+    its tasks: the worker then counts as dead, its unanswered tasks failed."""
+    if not line or len(line) > MAX_ANSWER_BYTES:
+        return None
+    try:
+        answer = json.loads(line)
+        index, facts = int(answer["index"]), answer.get("facts")
+        if index not in tasks:
+            return None
+        if facts is None:
+            return index, Compiled(None, str(answer.get("error", ""))[:2000])
+        fields = {f.name: f.type for f in dataclasses.fields(BinaryFacts)}
+        if set(facts) != set(fields):
+            return None
+        return index, Compiled(BinaryFacts(**{k: (bool(v) if fields[k] == "bool" else str(v) if fields[k] == "str" else int(v)) for k, v in facts.items()}))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _readable(compiler: Compiler) -> tuple[str, ...]:

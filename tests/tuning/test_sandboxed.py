@@ -58,3 +58,21 @@ def test_the_compile_pool_runs_a_spawning_kernel_in_the_sandbox():
     assert len(seen) == 2, logs  # both workers imported it, each in its own sandbox
     for one in seen:
         sandboxed(one)
+
+
+FORGED = SPAWNING.with_name("forged_replies_row_sum.py")
+
+
+def test_a_kernel_that_writes_on_the_measuring_workers_channel_gets_a_clear_error_not_a_crash():
+    from pipeline.tuning.measure import MeasureError
+
+    with pytest.raises(MeasureError, match="not a reply on its channel"):
+        with BatchMeasurer(FORGED, ROW_SUM, MeasureSettings(device="cpu", config_timeout_s=60, setup_timeout_s=60)) as measurer:
+            measurer.start()
+
+
+def test_a_kernel_that_writes_on_the_compile_workers_channel_fails_its_configs_as_data():
+    with PrunedEvaluator(ScriptedEvaluator(lambda c: 1.0), Sm90Compiler(str(FORGED), ROW_SUM), workers=2) as pruner:
+        results = pruner.evaluate([Config(BLOCK=32, num_warps=1), Config(BLOCK=64, num_warps=2)])
+    assert [r.status.value for r in results] == ["compile_error", "compile_error"], [r.detail for r in results]
+    assert all("the compile worker died" in r.detail for r in results)
