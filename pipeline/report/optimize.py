@@ -28,6 +28,7 @@ class Outcome:
     reference: dict[str, Any]  # the reference worker's result (baselines, environment)
     replayed_calls: int
     verify_seed: int | None = None  # the held-out seed `final` was judged on (weights, inputs, trials)
+    reverify_skipped: str = ""  # why the winner was not re-verified (the wall budget): `final` is then its search verdict
 
     @property
     def best_is_reference(self) -> bool:
@@ -50,12 +51,13 @@ class Outcome:
         if self.best_is_reference:
             why = f" (the winner failed re-verification: {self.final.reason})" if self.final else ""
             return f"no candidate passed the judge{why}: best.py is the reference itself"
+        kernel, unverified = ("a kernel that passed the judge", " (not re-verified: the budget ran out)") if self.reverify_skipped else ("a verified kernel", "")
         if self.beats_eager is None:
-            return "a verified kernel (correctness only on this device: not timed)"
+            return f"{kernel} (correctness only on this device: not timed){unverified}"
         speed = ", ".join(f"{v:.3f}x vs {k}" for k, v in self.final.speedups.items())
         if not self.beats_eager:
-            return f"nothing beat the reference: best.py is the reference itself (the fastest verified candidate, {self.progress.best_id}, reached {speed})"
-        return f"a verified kernel, {speed}"
+            return f"nothing beat the reference: best.py is the reference itself (the fastest verified candidate, {self.progress.best_id}, reached {speed}){unverified}"
+        return f"{kernel}, {speed}{unverified}"
 
 
 def write_outputs(out: Path, outcome: Outcome) -> None:
@@ -114,7 +116,11 @@ def report(outcome: Outcome) -> str:
             lines.append(f"| {label} {key} | {t.calls} | {t.failed_calls} | {t.input_tokens} | {t.output_tokens} | {t.cost_usd:.4f}{'+' if t.unpriced_calls else ''} |")
     if outcome.replayed_calls:
         lines += ["", f"{outcome.replayed_calls} model replies were replayed from the store (resumed run)."]
-    if outcome.final is not None:
+    if outcome.reverify_skipped:
+        lines += ["", "## Final verdict: not re-verified", "", f"The winner was not judged again in a fresh process on a held-out seed: "
+                  f"{outcome.reverify_skipped}. Its verdict from the search stands ({outcome.final.status.value}: {outcome.final.reason})."
+                  if outcome.final else f"The winner was not re-verified: {outcome.reverify_skipped}."]
+    elif outcome.final is not None:
         seed = f", held-out seed {outcome.verify_seed}" if outcome.verify_seed is not None else ""
         lines += ["", f"## Final verdict (fresh process{seed})", "", f"{outcome.final.status.value}: {outcome.final.reason}"]
     return "\n".join(lines) + "\n"
@@ -134,6 +140,8 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "best_id": None if outcome.keeps_reference else outcome.progress.best_id,  # the candidate best.py is
         "verdict": to_jsonable(outcome.final) if outcome.final else None,
         "verification_seed": outcome.verify_seed,
+        "reverified": outcome.final is not None and not outcome.reverify_skipped,
+        "reverify_skipped": outcome.reverify_skipped,
         "baselines": outcome.reference.get("baselines", {}),
         "decisions": [dataclasses.asdict(d) for d in outcome.progress.decisions],
         "attempts": [dataclasses.asdict(a) for a in outcome.progress.attempts],

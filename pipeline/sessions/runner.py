@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,11 +116,16 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
         progress = optimizer.run()
         reference = judge.reference(problem)
     verify = dataclasses.replace(options, seed=options.seed + HELD_OUT_SEED_OFFSET)
-    events(f"re-verifying the winner in a fresh process, on held-out seed {verify.seed}", "reverify")
-    final = reverify(store, problem, work_dir, progress.best_source, verify, lock)
+    skipped = _no_time_to_reverify(store, problem, progress.best_source, verify, settings.budget.max_wall_s, optimizer)
+    if skipped:
+        events(f"re-verification skipped: {skipped}; the winner's verdict from the search stands, marked as such", "reverify_skipped")
+        final = progress.best_result
+    else:
+        events(f"re-verifying the winner in a fresh process, on held-out seed {verify.seed}", "reverify")
+        final = reverify(store, problem, work_dir, progress.best_source, verify, lock)
     replayed = built.transport.replayed if built.transport else 0
     outcome = Outcome(problem, session_id, options, built.backend.name, progress, final, built.ledger, reference.result, replayed,
-                      verify_seed=verify.seed if final is not None else None)
+                      verify_seed=verify.seed if final is not None and not skipped else None, reverify_skipped=skipped)
     write_outputs(work_dir, outcome)
     store.update_session(session_id, outcome=outcome_summary(outcome), environment=dict(reference.result.get("environment", {})))
     events(outcome.headline(), "done", best_is_reference=outcome.best_is_reference)
@@ -179,6 +185,25 @@ def _record_ending(store: Store, session_id: str, status: str, message: str) -> 
         print(f"egg worker: could not record that the session {status}: {error}", file=sys.stderr, flush=True)
 
 
+def _no_time_to_reverify(store: Store, problem: Problem, source: str | None, options: EvalOptions, budget_s: float | None, optimizer) -> str:
+    """Why the winner is not re-verified within the wall budget ("" when it is): the budget left is shorter than
+    the re-verification is expected to take (a verdict already stored costs nothing)."""
+    if budget_s is None or source is None or _stored_reverification(store, problem, source, options) is not None:
+        return ""
+    left, need = budget_s - (time.monotonic() - optimizer.started), optimizer.reverify_estimate_s()
+    if left > 0 and left >= need:
+        return ""
+    return f"{max(left, 0.0):.0f} s of the {budget_s:g} s budget were left, and it needs about {need:.0f} s"
+
+
+def _stored_reverification(store: Store, problem: Problem, source: str, options: EvalOptions) -> dict | None:
+    return store.verdict(problem.fingerprint, fingerprint_text(source), _reverify_key(options))
+
+
+def _reverify_key(options: EvalOptions) -> str:
+    return hashlib.sha256(json.dumps(to_jsonable(options), sort_keys=True).encode()).hexdigest()[:16]
+
+
 def reverify(store: Store, problem: Problem, work_dir: Path, source: str | None, options: EvalOptions, lock: DeviceLock | None) -> EvalResult | None:
     """The winner judged again by a new worker server under `options` (a held-out seed: new weights, new inputs),
     so no state of the search can leak into the verdict. Kept in the store: a resumed session does not redo it."""
@@ -186,7 +211,7 @@ def reverify(store: Store, problem: Problem, work_dir: Path, source: str | None,
 
     if source is None:
         return None
-    key = hashlib.sha256(json.dumps(to_jsonable(options), sort_keys=True).encode()).hexdigest()[:16]
+    key = _reverify_key(options)
     stored = store.verdict(problem.fingerprint, fingerprint_text(source), key)
     if stored is not None:
         return from_jsonable(EvalResult, stored)
@@ -209,6 +234,7 @@ def outcome_summary(outcome: Outcome) -> dict[str, Any]:
         "best_ms": outcome.progress.best_ms,
         "speedups": final.speedups if final and final.ok else {},
         "final_status": final.status.value if final else None,
+        "reverified": final is not None and not outcome.reverify_skipped,
         "stopped": outcome.progress.stopped,
         "candidates": len(outcome.progress.attempts),
     }

@@ -57,6 +57,9 @@ Profiler = Callable[[str, str], ProfileReport]
 EventSink = Callable[..., None]
 
 
+REVERIFY_MARGIN = 1.25  # the winner's re-verification is taken to need this much of the first check's time
+
+
 class BudgetExhausted(Exception):
     """Raised before a call that the budget no longer allows; ends the run with the best found so far."""
 
@@ -102,6 +105,9 @@ class Optimizer:
         self.problem_source = read_source(problem.path)
         self.progress = Progress()
         self.started = time.monotonic()
+        self._baselines_said = False
+        self.first_check_s: float | None = None  # the wall time of this run's first judged check (reference included)
+        self.last_check_s: float | None = None
         self._feedback: dict[str, list[str]] = {}
         self._calls_seen = 0  # stage -> what reviewers said when rejecting verdicts there
         self._judged: dict[str, int] = {}  # source fingerprint -> the candidate that was judged with it
@@ -364,10 +370,12 @@ class Optimizer:
             self.on_event("  tuning skipped: nothing is timed on this device", "info")
             return
         evaluator = JudgeEvaluator(source, kernel, lambda variant, note: self.judge_source(variant, stage, "tune", parent, note, "tuning"))
-        search = make_strategy("pattern").run(space, evaluator, SearchBudget(max_evals=self.budget.tune_evals))
-        for config, variant, cid, result in evaluator.judged:
-            if result.ok:
-                self._maybe_keep(cid, variant, result)
+        try:
+            search = make_strategy("pattern").run(space, evaluator, SearchBudget(max_evals=self.budget.tune_evals))
+        finally:  # the configurations judged before a budget ran out count too
+            for config, variant, cid, result in evaluator.judged:
+                if result.ok:
+                    self._maybe_keep(cid, variant, result)
         best = search.best
         self.on_event(f"  tuned {kernel} over {', '.join(p.name for p in space.params)}: {search.evaluations} judged, best {dict(best.config) if best else None}", "tuned")
 
@@ -385,14 +393,30 @@ class Optimizer:
         if stored is not None:
             result = from_jsonable(EvalResult, stored)
         else:
+            self._check_wall(next_check=True)
             self.on_event(f"  judging candidate {cid} ({origin})", "judging", candidate_id=cid)
+            t0 = time.monotonic()
             result = self.judge.evaluate(self.problem, load_candidate(path))
+            self.last_check_s = time.monotonic() - t0
+            if self.first_check_s is None:
+                self.first_check_s = self.last_check_s
             self.store.save_verdict(self.problem.fingerprint, source_fp, self.options_key, result.status.value, to_jsonable(result))
         median = result.timing.median_ms if result.timing else None
         self.progress.attempts.append(Attempt(cid, stage, origin, result.status.value, result.reason, median, False, note))
-        self.on_event(f"  candidate {cid} ({origin}): {result.status.value}" + (f", {median:.4f} ms" if median else "") + f" - {result.reason}",
-                      "verdict", candidate_id=cid, status=result.status.value, median_ms=median)
+        self._baselines_once(result)
+        speed = ", ".join(f"{v:.2f}x {k}" for k, v in result.speedups.items()) if result.ok and result.speedups else ""
+        self.on_event(f"  candidate {cid} ({origin}): {result.status.value}" + (f", {median:.4f} ms" if median else "")
+                      + (f" ({speed})" if speed else "") + f" - {result.reason}",
+                      "verdict", candidate_id=cid, status=result.status.value, median_ms=median, speedups=dict(result.speedups or {}))
         return cid, result
+
+    def _baselines_once(self, result: EvalResult) -> None:
+        """The reference's own times, said once, as soon as a verdict carries them."""
+        if self._baselines_said or not result.baselines:
+            return
+        self._baselines_said = True
+        times = ", ".join(f"{'torch.compile' if k == 'compile' else k} {t.median_ms:.4f} ms" for k, t in result.baselines.items() if t is not None)
+        self.on_event(f"  the reference: {times}", "baselines", **{f"{k}_ms": t.median_ms for k, t in result.baselines.items() if t is not None})
 
     def _better(self, result: EvalResult) -> bool:
         p = self.progress
@@ -505,8 +529,23 @@ class Optimizer:
         cost = sum(r.cost_usd or 0.0 for r in calls)
         if b.max_cost_usd is not None and cost >= b.max_cost_usd:
             raise BudgetExhausted(f"${cost:.4f} spent (limit ${b.max_cost_usd})")
-        if b.max_wall_s is not None and time.monotonic() - self.started >= b.max_wall_s:
-            raise BudgetExhausted(f"{b.max_wall_s:g} s of wall time")
+        self._check_wall()
+
+    # The budget in wall seconds bounds the whole run: a judged check is not started when, with the last check's
+    # time and the time kept for the winner's re-verification (the first check's: a reference computed afresh
+    # and a candidate, as the held-out seed needs), it would end past the budget.
+    def reverify_estimate_s(self) -> float:
+        return REVERIFY_MARGIN * self.first_check_s if self.first_check_s is not None else 0.0
+
+    def _check_wall(self, next_check: bool = False) -> None:
+        b = self.budget
+        if b.max_wall_s is None:
+            return
+        spent, kept = time.monotonic() - self.started, self.reverify_estimate_s()
+        upcoming = (self.last_check_s or 0.0) if next_check else 0.0
+        if spent + kept + upcoming >= b.max_wall_s:
+            held = f" ({kept:.0f} s of it kept for the winner's re-verification)" if kept >= 1 else ""
+            raise BudgetExhausted(f"{b.max_wall_s:g} s of wall time{held}")
 
     def _near_roofline(self) -> bool:
         result = self.progress.best_result
