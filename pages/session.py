@@ -79,7 +79,14 @@ def render_kernel_gate(gate: GateRecord) -> str:
     render_kernel_proposal(payload)
     parent = payload.get("parent_source") or ""
     if payload.get("proposal") is not None:
-        render_diff(parent, payload["proposal"], before_name="parent kernel" if payload.get("parent_id") else "reference problem")
+        parent_name = "parent kernel" if payload.get("parent_id") else "reference problem"
+        against = parent_name
+        if payload.get("rejected_source"):  # what changed in answer to the rejection, first
+            against = st.radio("diff against", ("the proposal you rejected", parent_name), horizontal=True, key=f"diff_against_{gate.id}")
+        if against == "the proposal you rejected":
+            render_diff(payload["rejected_source"], payload["proposal"], before_name="the proposal you rejected")
+        else:
+            render_diff(parent, payload["proposal"], before_name=parent_name)
     st.text_area("The whole file (edit it and press Edit to judge your version as a new candidate)",
                  value=payload.get("proposal") or parent, key=editor_key(gate), height=420)
     return "feedback for the Code role when you reject"

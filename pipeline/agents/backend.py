@@ -71,6 +71,9 @@ class Backend(Protocol):
     # gate asks a person about it unless it answers their rejection, and a kernel it proposes that was judged
     # already gets no gate either; the timeline records both. Optional (default False).
     empty_is_final: bool
+    # True: a kernel it proposes that was judged already goes back to it, once per try, asking for a different
+    # one (a model; not a script of fixed replies, whose order would shift). Optional (default False).
+    asks_again_on_repeat: bool
 
     def seed(self, problem_source: str, paradigm: str, index: int, count: int, feedback: str = "") -> KernelReply | NoProposal: ...
 
@@ -89,8 +92,8 @@ class ModelBackend:
 
     proposes_kernels = True
 
-    def __init__(self, client: LLMClient, name: str) -> None:
-        self.client, self.name = client, name
+    def __init__(self, client: LLMClient, name: str, *, asks_again_on_repeat: bool = True) -> None:
+        self.client, self.name, self.asks_again_on_repeat = client, name, asks_again_on_repeat
 
     def seed(self, problem_source: str, paradigm: str, index: int, count: int, feedback: str = "") -> KernelReply | NoProposal:
         code = CodeAgent(self.client.labelled(stage="algorithm"), for_stage("algorithm"))

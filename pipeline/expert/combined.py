@@ -25,6 +25,7 @@ class WithExpertSeeds:
     def __init__(self, model: Backend, expert: Backend | None = None) -> None:
         self.model, self.expert = model, expert or ExpertBackend()
         self.name = f"{model.name} + expert seeds"
+        self.asks_again_on_repeat = getattr(model, "asks_again_on_repeat", False)
 
     def _for(self, kernel: str) -> Backend:
         return self.expert if read(kernel) is not None else self.model

@@ -109,7 +109,7 @@ def build_backend(spec: BackendSpec, store: Store, session_id: str, problem_name
         inner, settings, ledger, on_replay = open_transport(config, config.spec), base.settings, base.ledger, None
     transport = StoreTransport(inner, store, session_id, on_replay)
     client = LLMClient(transport, settings, ledger).labelled(run=session_id, problem=problem_name)
-    model = ModelBackend(client, spec.describe())
+    model = ModelBackend(client, spec.describe(), asks_again_on_repeat=spec.kind == "llm")  # a script's replies keep their order
     if spec.kind == "llm":  # a model's multi-seed search always holds one kernel made by rules (its last seed)
         from pipeline.expert.backend import ExpertBackend  # noqa: PLC0415
         from pipeline.expert.combined import WithExpertSeeds

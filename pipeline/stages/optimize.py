@@ -106,6 +106,7 @@ class Optimizer:
         self.progress = Progress()
         self.started = time.monotonic()
         self._baselines_said = False
+        self._plans_seen: dict[str, dict[str, Diagnosis | None]] = {}  # per stage: each (plan, kernel) given, and what was followed
         self.first_check_s: float | None = None  # the wall time of this run's first judged check (reference included)
         self.last_check_s: float | None = None
         self._feedback: dict[str, list[str]] = {}
@@ -241,15 +242,26 @@ class Optimizer:
                 if not feedback and getattr(self.backend, "empty_is_final", False):
                     return None  # the rules' last word, and no rejection to answer: nothing for a person to decide
             identity = {"proposal": payload["proposal"], "note": payload["note"], "kernel": fingerprint_text(self.progress.best_source)}
+            seen = self._plans_seen.setdefault(stage.name, {})
+            repeat = json.dumps(identity, sort_keys=True)
+            if not feedback and repeat in seen:  # an earlier round was given this very plan for this very kernel
+                followed = seen[repeat]
+                self.on_event("  the same plan for the same kernel as an earlier round: " + (
+                    "followed as the reviewer decided then, without a gate" if followed is not None else "skipped, as the reviewer decided then"),
+                    "same_plan", stage=stage.name)
+                return followed
             ruling = self.gates.ask(stage.name, "plan", payload, identity)
             if ruling.action == "approve":
-                return reply if isinstance(reply, Diagnosis) else None
+                seen[repeat] = reply if isinstance(reply, Diagnosis) else None
+                return seen[repeat]
             if ruling.action == "edit":
                 self.on_event("  the reviewer edited the plan", "decision", action="edit")
+                seen[repeat] = ruling.value
                 return ruling.value
             if ruling.action == "stop":
                 raise StageStopped()
             if ruling.action == "skip":
+                seen[repeat] = None
                 return None
             feedback.append(ruling.feedback or "the plan was rejected")
         self.on_event(f"  plan rejected {MAX_REJECTIONS + 1} times: this round is skipped", "info")
@@ -262,7 +274,8 @@ class Optimizer:
         """Ask the backend for a kernel and pass it through its kernel gate; rejections go back with their
         feedback. None: no kernel for this step (skipped, or nothing proposed and nothing written)."""
         feedback = [VERDICT_NOTE + line for line in self._feedback.get(stage, [])]  # guidance for the step, not its rejections
-        for _ in range(MAX_REJECTIONS + 1):
+        rejected: str | None = None  # the last proposal the reviewer rejected here: what the next one answers
+        for attempt in range(MAX_REJECTIONS + 1):
             self._check_budget()
             reply = ask("\n".join(feedback))
             self._store_new_calls()
@@ -272,8 +285,15 @@ class Optimizer:
                 if len(feedback) == len(self._feedback.get(stage, [])) and getattr(self.backend, "empty_is_final", False):
                     return None  # the rules' last word, and no rejection to answer: nothing for a person to decide
             elif (same := self._judged.get(fingerprint_text(source))) is not None and step != "repair" and \
-                    getattr(self.backend, "empty_is_final", False):
+                    (getattr(self.backend, "empty_is_final", False) or getattr(self.backend, "asks_again_on_repeat", False)):
                 why = _rationale(reply) or ""
+                if getattr(self.backend, "asks_again_on_repeat", False) and attempt < MAX_REJECTIONS:
+                    # a model repeated a kernel already judged: asked again, no gate for a person
+                    self.on_event(f"  {label}: the same kernel as candidate {same}, already judged: asking for a different one",
+                                  "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
+                    feedback.append(f"the kernel you proposed is identical to candidate {same}, which was already judged; "
+                                    "propose a different kernel")
+                    continue
                 self.on_event(f"  {label}: the same kernel as candidate {same}, already judged: its verdict stands"
                               + (f" ({why[:300]})" if why else ""), "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
                 return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()),
@@ -290,6 +310,7 @@ class Optimizer:
                 "parent_id": parent_id,
                 "parent_source": parent_source,
                 "diff": unified_diff(parent_source or "", source or "", "parent" if parent_id else "reference"),
+                "rejected_source": rejected,  # the proposal this one answers, when the reviewer rejected one here
             }
             identity = {"step": step, "proposal": source, "note": payload["note"], "parent": fingerprint_text(parent_source or "")}
             ruling = self.gates.ask(stage, "kernel", payload, identity)
@@ -303,6 +324,7 @@ class Optimizer:
             if ruling.action in ("skip", "approve"):
                 return None
             feedback.append(ruling.feedback or "the kernel was rejected")
+            rejected = source if source is not None else rejected
         self.on_event(f"  {label}: rejected {MAX_REJECTIONS + 1} times, moving on", "info")
         return None
 

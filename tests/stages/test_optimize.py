@@ -17,7 +17,7 @@ from pipeline.judge import evaluate
 from pipeline.llm.spec import parse_spec
 from pipeline.stages.run import ModelChoice, optimize
 from pipeline.stages.method import Budget
-from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.problems.loader import fingerprint_text, load_candidate, load_problem
 from pipeline.store import Store
 from pipeline.types import EvalOptions, Status
 from tests.llm.http_stub import StubServer, _send
@@ -153,6 +153,22 @@ def test_a_server_answering_one_correct_kernel_gives_a_best_py_that_passes_egg_c
     check = subprocess.run([sys.executable, "-m", "pipeline.cli", "check", str(tmp_path / "run" / "best.py"), "--ref", str(SOFTMAX), "--device", "cpu"],
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_model_that_repeats_a_judged_kernel_is_asked_for_another_and_the_repeat_is_not_judged(tmp_path, same_kernel_server):
+    """The stub answers one kernel to every request: each repeat is sent back to the model (no gate for a person,
+    no second verdict), and after the last try the earlier verdict stands."""
+    llm = LLMConfig(spec=parse_spec(f"openai:any@{same_kernel_server.url}"))
+    outcome = optimize(SOFTMAX, tmp_path / "run", ModelChoice(llm=llm), CPU, Budget(seeds=2, rounds=1))
+    store = Store(tmp_path / "run" / "egg.sqlite")
+    same = [e for e in store.events(outcome.run_id) if e.kind == "same_kernel"]
+    assert any("asking for a different one" in e.message for e in same), [e.message for e in same]
+    candidates = store.candidates(outcome.run_id)
+    fingerprints = [c.source_fp for c in candidates if c.author != "expert"]
+    assert len(fingerprints) == len(set(fingerprints)), "a repeated kernel was judged again"
+    offered = [g for g in store.gates(outcome.run_id) if g.kind == "kernel" and g.payload.get("proposal")
+               and fingerprint_text(g.payload["proposal"]) == candidates[0].source_fp]
+    assert len(offered) == 1, "a repeated kernel was offered at a gate again"
 
 
 def test_a_whole_run_replays_offline_from_its_cassette(tmp_path, same_kernel_server):
