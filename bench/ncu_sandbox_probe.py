@@ -2,7 +2,7 @@
 
 Run on the GPU machine from the repository root: `python3 bench/ncu_sandbox_probe.py [--also-unisolated]`. It
 collects the copy fixture's profile through pipeline.profiler.ncu.collect (NCU and the profiler's driver in the
-sandbox) and prints NCU's error, the tail of its log and what isolation the job got; with --also-unisolated, the
+sandbox) and prints NCU's error and the tail of its output; with --also-unisolated, the
 same with EGG_ISOLATION=off, to tell the sandbox's part from NCU's.
 """
 
@@ -29,13 +29,12 @@ def probe(label: str) -> None:
     path = ncu.find_ncu()
     print(f"=== {label}: ncu {path} -> {path and os.path.realpath(path)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="egg-ncu-probe-") as folder:
-        workdir = Path(folder)
+        workdir = Path(folder) / "job"
+        workdir.mkdir()
         spec = write_spec(workdir, candidate, problem, "ncu", ProfileOptions(mode="ncu"))
-        run = ncu.collect(path, workdir, spec, clean_environment("cuda"), timeout_s=240, read_only=(candidate, problem))
+        run = ncu.collect(path, workdir, spec, clean_environment("cuda"), timeout_s=240, read_only=(candidate, problem), keep_dir=Path(folder))
         print(f"error: {run.error or '(none)'}; csv {len(run.csv_text)} chars; report {run.report_path or '-'}")
-        print("isolation:", (workdir / "isolation.json").read_text() if (workdir / "isolation.json").exists() else "-")
-        log = (workdir / "ncu.log").read_text(errors="replace") if (workdir / "ncu.log").exists() else ""
-        print("ncu.log tail:\n" + log[-6000:], flush=True)
+        print("ncu's output (its last 8000 characters):\n" + run.log_tail, flush=True)
         print("files:", json.dumps(sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if ".root" not in p.parts)[:60]))
 
 

@@ -35,7 +35,8 @@ from pipeline.profiler import ncu
 from pipeline.profiler.cache import cache_root
 from pipeline.profiler.classify import Context, classify_profiles
 from pipeline.profiler.counters import profiles_from_rows
-from pipeline.profiler.profiling import ProfileOptions, read_json, write_spec
+from pipeline.judge.launcher import read_job_json
+from pipeline.profiler.profiling import ProfileOptions, write_spec
 from pipeline.profiler.survey import survey_candidate
 
 FIXTURES = ROOT / "tests" / "fixtures" / "profiler"
@@ -56,10 +57,13 @@ def capture(name: str, out: Path, ceilings, results: dict) -> None:
     start = time.monotonic()
     survey = survey_candidate(candidate, problem)
     with tempfile.TemporaryDirectory(prefix=f"egg-bench-{name}-") as folder:
-        workdir = Path(folder)
+        workdir = Path(folder) / "job"  # the sandbox's fresh folder; the report is read back beside it
+        workdir.mkdir()
         spec = write_spec(workdir, str(candidate), str(problem), "ncu", ProfileOptions())
-        run = ncu.collect(ncu.find_ncu(), workdir, spec, clean_environment("cuda"), timeout_s=CASE_TIMEOUT_S)
-        driver = read_json(workdir / "driver.json")
+        run = ncu.collect(ncu.find_ncu(), workdir, spec, clean_environment("cuda"), timeout_s=CASE_TIMEOUT_S,
+                          read_only=(str(candidate), str(problem)), keep_dir=Path(folder))
+        driver = read_job_json(workdir / "driver.json")
+        driver = driver if isinstance(driver, dict) else {}
         if name == "copy" and run.report_path:  # one raw report, for the .ncu-rep reader's test
             shutil.copyfile(run.report_path, out / "h200_copy.ncu-rep")
     row = {"expected": expected, "wall_s": round(time.monotonic() - start, 2), "survey_errors": list(survey.errors)}

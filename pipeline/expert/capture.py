@@ -82,12 +82,13 @@ def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -
         spec, out = Path(folder) / "spec.json", Path(folder) / "tapes.json"
         spec.write_text(json.dumps({"problem_paths": paths}))
         finished = launcher.run("pipeline.expert.tape", [str(spec), str(out)], workdir=folder, timeout_s=timeout_s * len(paths))
-        if finished.error is not None or not out.is_file():
+        written = launcher.read_job_json(out) if finished.error is None else None
+        results = written.get("results") if isinstance(written, dict) else None
+        if not isinstance(results, list):
             return
-        results = json.loads(out.read_text())["results"]
     cache_folder().mkdir(parents=True, exist_ok=True)
     for (fingerprint, source), data in zip(missing.items(), results):
-        if data.get("ran_on"):
+        if isinstance(data, dict) and data.get("ran_on"):
             _write(_path(fingerprint).with_suffix(".py"), source)
             _write(_path(fingerprint), json.dumps(data))
 
@@ -120,10 +121,11 @@ def _record(problem_source: str, timeout_s: float) -> dict:
         problem.write_text(problem_source, encoding="utf-8")
         spec.write_text(json.dumps({"problem_path": str(problem)}))
         finished = launcher.run("pipeline.expert.tape", [str(spec), str(out)], workdir=folder, timeout_s=timeout_s)
-        if finished.error is None and out.is_file():
-            return json.loads(out.read_text())
+        written = launcher.read_job_json(out) if finished.error is None else None
+        if isinstance(written, dict):
+            return written
         tail = finished.log_tail[-1500:].strip()
-    error = f"the capture {finished.error}" if finished.error else "the capture wrote no result"
+    error = f"the capture {finished.error}" if finished.error else "the capture wrote no result that reads as one"
     raise CaptureError(f"{error}{': ' + tail if tail else ''}")
 
 

@@ -77,45 +77,45 @@ class NcuRun:
     log_tail: str = ""
 
 
+REPORT_LIMIT_BYTES = 512 << 20  # the largest NCU report read back from the sandbox
+
+
 def collect(ncu: str, workdir: Path, driver_spec: Path, env: dict[str, str], *, timeout_s: float = NCU_TIMEOUT_S, max_launches: int = MAX_LAUNCHES,
-            read_only: tuple[str, ...] = ()) -> NcuRun:
+            read_only: tuple[str, ...] = (), keep_dir: Path | None = None) -> NcuRun:
     """Run the driver under ncu, then export the CSV. Failures are data (`error`), never exceptions.
 
     NCU and its target (the driver, which imports the candidate and the problem) run together in the judge's
-    sandbox (pipeline.judge.launcher), with NCU's own folder and `read_only` (the candidate and the problem)
-    readable. The export then reads the report here: NCU's own parser on a file the sandbox wrote."""
+    sandbox (pipeline.judge.launcher), in the fresh job folder `workdir`, with NCU's own folder and `read_only`
+    (the candidate and the problem) readable. The report is read back as a regular file only (never a link), into
+    `keep_dir` (the caller's, outside the job's view), and NCU exports that copy."""
     from pipeline.judge import launcher
 
     report = workdir / "profile.ncu-rep"
     program = os.path.realpath(ncu)
     finished = launcher.run("", (), argv=collect_command(program, report, driver_spec, max_launches=max_launches), workdir=workdir,
-                            read_only=(os.path.dirname(program), *read_only), device="cuda", timeout_s=timeout_s, log_name="ncu.log")
-    log = _tail_of(workdir / "ncu.log") + (f"\n[egg] {finished.error}" if finished.error else "")
+                            read_only=(os.path.dirname(program), *read_only), device="cuda", timeout_s=timeout_s, tail_bytes=8000)
+    log = finished.log_tail + (f"\n[egg] {finished.error}" if finished.error else "")
     if PERMISSION_MARKER in log:
-        return NcuRun("", "", "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", True, log[-2000:])
-    if finished.error or not report.exists():
-        return NcuRun("", "", f"ncu: {finished.error} and no report" if finished.error else "ncu profiled no kernel in the measured call", log_tail=log[-2000:])
-    code, text = _run(import_command(ncu, report), env, workdir, 300.0, merge_stderr=False)
+        return NcuRun("", "", "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", True, log)
+    data = launcher.read_job_file(report, REPORT_LIMIT_BYTES) if finished.error is None else None
+    if data is None:
+        why = f"ncu: {finished.error} and no report" if finished.error else (
+            "ncu profiled no kernel in the measured call" if not os.path.lexists(report) else "the NCU report is not a regular file under 512 MB")
+        return NcuRun("", "", why, log_tail=log)
+    kept = (keep_dir or workdir.parent) / "profile.ncu-rep"
+    kept.write_bytes(data)
+    code, text = _run(import_command(ncu, kept), env, kept.parent, 300.0, merge_stderr=False)
     if code != 0:  # an older ncu may lack a print option: the plain export still parses (units row, long names)
-        code, text = _run(import_command(ncu, report)[:6], env, workdir, 300.0, merge_stderr=False)
+        code, text = _run(import_command(ncu, kept)[:6], env, kept.parent, 300.0, merge_stderr=False)
     if code != 0:
-        return NcuRun("", str(report), f"ncu --import exited with {code}", log_tail=text[-2000:])
-    return NcuRun(text, str(report), log_tail=log[-2000:])
-
-
-def _tail_of(path: Path, limit: int = 64 << 10) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - limit))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+        return NcuRun("", str(kept), f"ncu --import exited with {code}", log_tail=text[-2000:])
+    return NcuRun(text, str(kept), log_tail=log[-2000:])
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float, *, merge_stderr: bool = True) -> tuple[int, str]:
     child = subprocess.Popen(
         command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        stdin=subprocess.DEVNULL, start_new_session=True, text=True,
+        stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace",
     )  # fmt: skip
     try:
         out, err = child.communicate(timeout=timeout_s)

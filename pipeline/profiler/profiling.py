@@ -22,7 +22,7 @@ from pipeline.profiler.classify import Context, classify_profiles
 from pipeline.profiler.counters import profiles_from_rows
 from pipeline.profiler.report import Ceilings, KernelProfile, ProfileReport
 from pipeline.profiler.survey import KernelLaunch, Survey, survey_candidate
-from pipeline.profiler.trace import load_trace, profiles_from_trace
+from pipeline.profiler.trace import profiles_from_trace
 
 MODES = ("auto", "ncu", "torch_profiler", "static_only")
 L2_FLUSH_BYTES = 256 << 20
@@ -159,43 +159,69 @@ def measured_report(
     env = clean_environment("cuda")
     candidate_path, problem_path = str(Path(candidate_path).resolve()), str(Path(problem_path).resolve())
     with tempfile.TemporaryDirectory(prefix="egg-profile-") as folder:
-        workdir, error = Path(folder), ""
-        if mode == "ncu":
-            kernels, raw, error = _with_ncu(workdir, candidate_path, problem_path, env, options, key, ncu_path)
+        base, error, driver = Path(folder), "", {}
+        if mode == "ncu":  # each run its own fresh job folder: the fallback never runs where NCU's job wrote
+            job = base / "ncu"
+            job.mkdir()
+            kernels, raw, error = _with_ncu(base, job, candidate_path, problem_path, env, options, key, ncu_path)
+            driver = _driver_result(job)
             if error:
                 notes.append(f"NCU: {error}; falling back to the torch profiler (no hardware counters)")
                 mode = "torch_profiler"
         if mode == "torch_profiler":
-            raw = ""
-            kernels, error = _with_torch_profiler(workdir, candidate_path, problem_path, env, options)
-        driver = read_json(workdir / "driver.json")
-    error = error or driver.get("error", "")
+            raw, job = "", base / "torch"
+            job.mkdir()
+            kernels, error = _with_torch_profiler(job, candidate_path, problem_path, options)
+            driver = _driver_result(job)
+    error = error or str(driver.get("error", ""))
     if error or not driver:
         return static_report(survey, [*notes, f"the measured run failed ({error or 'no result'}): static facts only"], ceilings)
-    return classified_report(mode, kernels, survey, ceilings, notes, driver, raw)
+    try:
+        return classified_report(mode, kernels, survey, ceilings, notes, driver, raw)
+    except Exception as exc:  # the driver's result came from the candidate's process: what does not read is no result
+        return static_report(survey, [*notes, f"the measured run's result could not be read ({type(exc).__name__}): static facts only"], ceilings)
 
 
-def _with_ncu(workdir: Path, candidate_path: str, problem_path: str, env: dict, options: ProfileOptions, key: str, ncu_path: str | None) -> tuple[list[KernelProfile], str, str]:
+def _driver_result(job: Path) -> dict:
+    from pipeline.judge import launcher
+
+    data = launcher.read_job_json(job / "driver.json")
+    return data if isinstance(data, dict) else {}
+
+
+def _with_ncu(base: Path, job: Path, candidate_path: str, problem_path: str, env: dict, options: ProfileOptions, key: str,
+              ncu_path: str | None) -> tuple[list[KernelProfile], str, str]:
     """(kernels, kept raw report, error) from the driver run under ncu."""
-    spec_path = write_spec(workdir, candidate_path, problem_path, "ncu", options)
-    run = ncu.collect(ncu_path, workdir, spec_path, env, timeout_s=options.timeout_s, max_launches=options.max_launches,
-                      read_only=(candidate_path, problem_path))
+    spec_path = write_spec(job, candidate_path, problem_path, "ncu", options)
+    run = ncu.collect(ncu_path, job, spec_path, env, timeout_s=options.timeout_s, max_launches=options.max_launches,
+                      read_only=(candidate_path, problem_path), keep_dir=base)
     if run.error:
         said = [line.strip() for line in run.log_tail.splitlines() if line.strip().startswith("==")]  # NCU's own messages
         return [], "", run.error + (f" (ncu: {' / '.join(said[-3:])[-400:]})" if said else "")
-    kernels = profiles_from_rows(ncu.parse_raw_csv(run.csv_text))
+    try:
+        kernels = profiles_from_rows(ncu.parse_raw_csv(run.csv_text))
+    except Exception as exc:
+        return [], "", f"the NCU report could not be read ({type(exc).__name__})"
     if not kernels:
         return [], "", "the NCU report has no kernel rows"
     return kernels, keep_report(run.report_path, key), ""
 
 
-def _with_torch_profiler(workdir: Path, candidate_path: str, problem_path: str, env: dict, options: ProfileOptions) -> tuple[list[KernelProfile], str]:
+def _with_torch_profiler(job: Path, candidate_path: str, problem_path: str, options: ProfileOptions) -> tuple[list[KernelProfile], str]:
     """(kernels, error) from the driver run under the torch profiler."""
-    spec_path = write_spec(workdir, candidate_path, problem_path, "torch", options)
-    error = run_driver(spec_path, workdir, options.timeout_s, read_only=(candidate_path, problem_path))
+    from pipeline.judge import launcher
+
+    spec_path = write_spec(job, candidate_path, problem_path, "torch", options)
+    error = run_driver(spec_path, job, options.timeout_s, read_only=(candidate_path, problem_path))
     if error:
         return [], error
-    return profiles_from_trace(load_trace(workdir / "trace.json")), ""
+    trace = launcher.read_job_json(job / "trace.json", 1 << 30)
+    if not isinstance(trace, dict):
+        return [], "the driver's trace is not a trace"
+    try:
+        return profiles_from_trace(trace), ""
+    except Exception as exc:
+        return [], f"the driver's trace could not be read ({type(exc).__name__})"
 
 
 def classified_report(mode: str, kernels: list[KernelProfile], survey: Survey, ceilings: Ceilings, notes: list[str], driver: dict, raw: str) -> ProfileReport:
@@ -246,7 +272,7 @@ def run_driver(spec_path: Path, workdir: Path, timeout_s: float, *, read_only: t
     from pipeline.judge import launcher
 
     finished = launcher.run("pipeline.profiler.driver", [str(spec_path)], workdir=workdir, read_only=read_only, device="cuda",
-                            timeout_s=timeout_s, log_name="driver.log")
+                            timeout_s=timeout_s)
     if finished.error is None:
         return ""
     if finished.error.startswith("timed out"):
@@ -262,8 +288,3 @@ def keep_report(report_path: str, key: str) -> str:
     return str(target)
 
 
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

@@ -82,12 +82,15 @@ def survey_candidate(candidate_path: str | Path, problem_path: str | Path, *, ti
         spec.write_text(json.dumps({"candidate_path": candidate, "problem_path": problem}))
         finished = launcher.run("pipeline.profiler.survey", [str(spec), str(out)], workdir=folder, read_only=(candidate, problem),
                                 device="cuda", timeout_s=timeout_s, environment={"CUDA_VISIBLE_DEVICES": ""})
-        if finished.error is None and out.exists():
-            data = json.loads(out.read_text())
+        data = launcher.read_job_json(out) if finished.error is None else None
+        if isinstance(data, dict):
             data["duration_s"] = round(time.monotonic() - start, 3)
-            return from_jsonable(Survey, data)
+            try:
+                return from_jsonable(Survey, data)
+            except Exception:  # the candidate's process wrote it: what does not read as a survey is no survey
+                pass
         tail = finished.log_tail
-    error = f"the survey {finished.error}" if finished.error else "the survey wrote no result"
+    error = f"the survey {finished.error}" if finished.error else "the survey wrote no result that reads as one"
     return Survey((), (error, *([tail] if tail else [])), "", None, round(time.monotonic() - start, 3))
 
 

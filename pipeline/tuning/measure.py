@@ -10,10 +10,10 @@ at all stops the measurement (`MeasureError`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -28,7 +28,9 @@ from pipeline.tuning.space import Config
 from pipeline.types import HEAD_START_MODES
 
 if TYPE_CHECKING:
-    from pipeline.judge.launcher import Process
+    from pipeline.judge.launcher import Started
+
+    Process = Any
 
 LOG_TAIL_CHARS = 3000
 
@@ -69,7 +71,10 @@ class BatchMeasurer:
         self.best_ms: float | None = None  # early stopping compares against this (callers may lower it)
         self.environment: dict[str, str] = {}
         self._dir = Path(tempfile.mkdtemp(prefix="egg-tune-"))
+        self._started: Started | None = None
         self._process: Process | None = None
+        self._starts = 0
+        self._last_log = ""  # the log of the last worker that ended
         self._replies: queue.Queue = queue.Queue()
         self._deaths = 0
 
@@ -82,9 +87,13 @@ class BatchMeasurer:
         from pipeline.judge import launcher
 
         self._replies = queue.Queue()
-        # in the judge's sandbox: the worker imports the kernel file, user code
-        self._process = launcher.start("pipeline.tuning.worker", workdir=self._dir, read_only=(self.kernel_path,),
-                                       device=self.settings.device, log_name="worker.log")
+        # in the judge's sandbox: the worker imports the kernel file, user code; each start in a fresh folder (a
+        # worker that died may have left anything in its own)
+        self._starts += 1
+        folder = self._dir / f"worker-{self._starts}"
+        folder.mkdir()
+        self._started = launcher.start("pipeline.tuning.worker", workdir=folder, read_only=(self.kernel_path,), device=self.settings.device)
+        self._process = self._started.process
         threading.Thread(target=_forward, args=(self._process, self._replies), daemon=True).start()
         reference = dict(self.reference_config) if self.reference_config is not None else None
         self._send({"op": "setup", "kernel_path": self.kernel_path, "recipe": self.recipe.to_json(),
@@ -110,13 +119,10 @@ class BatchMeasurer:
             return None
 
     def _stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self._process.wait()
-        self._process = None
+        if self._started is not None:
+            self._last_log = self._started.log_tail(LOG_TAIL_CHARS)
+            self._started.close()
+        self._started, self._process = None, None
 
     def close(self) -> None:
         self._stop()
@@ -129,10 +135,8 @@ class BatchMeasurer:
         self.close()
 
     def log_tail(self) -> str:
-        try:
-            return (self._dir / "worker.log").read_text(errors="replace")[-LOG_TAIL_CHARS:]
-        except FileNotFoundError:
-            return ""
+        """The end of the running worker's log (kept by the launcher, out of the worker's reach), else the last one's."""
+        return self._started.log_tail(LOG_TAIL_CHARS) if self._started is not None else self._last_log
 
     # measuring ---------------------------------------------------------------------------------------------------
 
@@ -185,14 +189,18 @@ def _forward(process: Process, replies: queue.Queue) -> None:
     the worker's turn as a death with that story, never an exception here."""
     try:
         while line := process.stdout.readline(MAX_REPLY_BYTES + 1):
-            reply = json.loads(line) if len(line) <= MAX_REPLY_BYTES else None
+            reply = json.loads(line, parse_constant=_no_constant) if len(line) <= MAX_REPLY_BYTES else None
             if not isinstance(reply, dict):
                 raise ValueError("not a reply")
             replies.put(reply)
-    except (ValueError, OSError):
+    except Exception:  # anything the kernel's code wrote there (deep nesting, NaN, garbage): the worker's turn ends
         replies.put({"event": "died", "message": "the worker wrote something that is not a reply on its channel"})
         return
     replies.put({"event": "died"})
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _from_reply(config: Config, reply: dict[str, Any]) -> Measurement:
@@ -206,6 +214,8 @@ def _from_reply(config: Config, reply: dict[str, Any]) -> Measurement:
             detail = (detail + "; " if detail else "") + ", ".join(facts)
         time_ms = reply.get("time_ms")
         time_ms = None if time_ms is None else float(time_ms)
+        if time_ms is not None and not (math.isfinite(time_ms) and time_ms >= 0):
+            raise ValueError("not a time")
         return Measurement(config, TuneStatus(reply["status"]), time_ms, detail, int(reply.get("trials", 0)))
-    except (KeyError, TypeError, ValueError):
+    except Exception:
         return Measurement(config, TuneStatus.RUNTIME_ERROR, detail="the worker's result could not be read")

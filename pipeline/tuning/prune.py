@@ -18,10 +18,11 @@ import hashlib
 import json
 import os
 import pickle
+import select
 import shutil
-import signal
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -68,47 +69,57 @@ def compile_quietly(compiler: Compiler, config: Config) -> Compiled:
         return Compiled(None, f"{type(exc).__name__}: {exc}"[:2000])
 
 
+COMPILE_TIMEOUT_S = 600.0  # one configuration's compile in a pool worker, at most
+
+
 class JailedPool:
     """Compile processes in the judge's sandbox (pipeline.judge.launcher), each `python -m
     pipeline.tuning.compile_worker`: they import kernel files, user code. Tasks go to them round robin over their
-    stdin; answers come back as JSON lines. A compiler names what its work reads (`read_only()`: the kernel file);
-    the file that defines the compiler's class is readable too. A worker that dies fails its tasks, as data."""
+    stdin; answers come back as JSON lines, read with a deadline. A compiler names what its work reads
+    (`read_only()`: the kernel file); the file that defines the compiler's class is readable too. A worker that
+    dies, hangs or writes what is not an answer fails its tasks, as data, and is replaced next time."""
 
-    def __init__(self, workers: int) -> None:
-        self.size = workers
+    def __init__(self, workers: int, timeout_s: float = COMPILE_TIMEOUT_S) -> None:
+        self.size, self.timeout_s = max(1, workers), timeout_s
         self._folder: str | None = None
-        self._processes: list[Any] = []
+        self._workers: list[Any] = []  # launcher.Started
         self._paths: tuple[str, ...] = ()
+        self._last_logs = ""
 
     def map(self, compiler: Compiler, configs: Sequence[Config]) -> list[Compiled]:
         self._start(_readable(compiler))
         answers: list[Compiled | None] = [None] * len(configs)
         owners: dict[int, list[int]] = {}
         for i, config in enumerate(configs):
-            w = i % len(self._processes)
+            w = i % len(self._workers)
             owners.setdefault(w, []).append(i)
             task = base64.b64encode(pickle.dumps((i, compiler, config))) + b"\n"
             try:
-                self._processes[w].stdin.write(task)
-                self._processes[w].stdin.flush()
+                self._workers[w].process.stdin.write(task)
+                self._workers[w].process.stdin.flush()
             except OSError:
                 pass  # it died: its tasks fail below
+        failed = ""
         for w, tasks in owners.items():
+            pending = bytearray()
             for _ in tasks:
-                answer = _answer(self._processes[w].stdout.readline(MAX_ANSWER_BYTES + 1), tasks)
-                if answer is None:  # ended, or wrote what is not an answer (the kernel's code shares its stdout)
+                line, timed_out = _read_line(self._workers[w].process.stdout.fileno(), pending, self.timeout_s)
+                answer = _answer(line, tasks)
+                if answer is None:  # ended, hung, or wrote what is not an answer (the kernel's code shares the process)
+                    failed = failed or ("timed out" if timed_out else "died")
                     break
                 answers[answer[0]] = answer[1]
         died = [i for i, a in enumerate(answers) if a is None]
         if died:
             tail = self._log_tail()
             self.close()  # a fresh set next time
+            what = f"timed out after {self.timeout_s:g} s" if failed == "timed out" else "died"
             for i in died:
-                answers[i] = Compiled(None, f"the compile worker died{': ' + tail if tail else ''}"[:2000])
+                answers[i] = Compiled(None, f"the compile worker {what}{': ' + tail if tail else ''}"[:2000])
         return answers  # type: ignore[return-value]
 
     def _start(self, paths: tuple[str, ...]) -> None:
-        if self._processes and paths == self._paths and all(p.poll() is None for p in self._processes):
+        if self._workers and paths == self._paths and all(w.process.poll() is None for w in self._workers):
             return
         self.close()
         from pipeline.judge import launcher
@@ -117,29 +128,21 @@ class JailedPool:
         for k in range(self.size):
             workdir = os.path.join(self._folder, str(k))
             os.makedirs(workdir)
-            self._processes.append(launcher.start("pipeline.tuning.compile_worker", workdir=workdir, read_only=paths,
-                                                  device="cuda", environment={"CUDA_VISIBLE_DEVICES": ""}, log_name="worker.log"))
+            self._workers.append(launcher.start("pipeline.tuning.compile_worker", workdir=workdir, read_only=paths,
+                                                device="cuda", environment={"CUDA_VISIBLE_DEVICES": ""}))
 
     def _log_tail(self) -> str:
-        texts = []
-        for k in range(len(self._processes)):
-            try:
-                with open(os.path.join(self._folder or "", str(k), "worker.log"), "rb") as f:
-                    texts.append(f.read()[-600:].decode("utf-8", errors="replace").strip())
-            except OSError:
-                continue
-        return " | ".join(t for t in texts if t)
+        """The end of each worker's log (the launcher keeps them out of the workers' reach)."""
+        if not self._workers:
+            return self._last_logs
+        return " | ".join(t for t in (w.log_tail(600).strip() for w in self._workers) if t)
 
     def close(self) -> None:
-        for process in self._processes:
-            try:
-                process.stdin.close()
-                os.killpg(process.pid, signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                pass
-            process.wait()
-            process.stdout.close()
-        self._processes = []
+        if self._workers:
+            self._last_logs = self._log_tail()
+        for worker in self._workers:
+            worker.close()
+        self._workers = []
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
@@ -154,7 +157,7 @@ def _answer(line: bytes, tasks: list[int]) -> tuple[int, Compiled] | None:
     if not line or len(line) > MAX_ANSWER_BYTES:
         return None
     try:
-        answer = json.loads(line)
+        answer = json.loads(line, parse_constant=_no_constant)
         index, facts = int(answer["index"]), answer.get("facts")
         if index not in tasks:
             return None
@@ -164,8 +167,31 @@ def _answer(line: bytes, tasks: list[int]) -> tuple[int, Compiled] | None:
         if set(facts) != set(fields):
             return None
         return index, Compiled(BinaryFacts(**{k: (bool(v) if fields[k] == "bool" else str(v) if fields[k] == "str" else int(v)) for k, v in facts.items()}))
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except Exception:  # deep nesting, NaN, a wrong type: not an answer
         return None
+
+
+def _read_line(fd: int, pending: bytearray, timeout_s: float) -> tuple[bytes, bool]:
+    """(the next line, whether the wait ran out) from a worker's descriptor, never waiting past `timeout_s` nor
+    holding more than one answer's bytes: b"" when it ended, went quiet or wrote an over-long line."""
+    deadline = time.monotonic() + timeout_s
+    while b"\n" not in pending:
+        if len(pending) > MAX_ANSWER_BYTES:
+            return b"", False
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return b"", True
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"", False
+        pending += chunk
+    line, _, rest = bytes(pending).partition(b"\n")
+    pending[:] = rest
+    return line + b"\n", False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _readable(compiler: Compiler) -> tuple[str, ...]:
@@ -183,19 +209,23 @@ class PrunedEvaluator:
     """Compiles each batch on CPU cores and measures only configurations worth device time."""
 
     def __init__(self, inner: Evaluator, compiler: Compiler, *, workers: int = 2,
-                 shared_limit_bytes: int = H200_SHARED_BYTES_PER_BLOCK, allow_spills: bool = False) -> None:
-        self.inner, self.compiler, self.workers = inner, compiler, workers
+                 shared_limit_bytes: int = H200_SHARED_BYTES_PER_BLOCK, allow_spills: bool = False,
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S) -> None:
+        self.inner, self.compiler, self.workers, self.compile_timeout_s = inner, compiler, workers, compile_timeout_s
         self.shared_limit_bytes, self.allow_spills = shared_limit_bytes, allow_spills
         self.outcomes: dict[str, Measurement] = {}  # launch sha256 -> the measured configuration's outcome
         self.facts: dict[str, BinaryFacts] = {}  # config key -> facts
         self._pool: JailedPool | None = None
 
     def compile_all(self, configs: Sequence[Config]) -> list[Compiled]:
-        """Compile `configs` (in parallel when workers > 1)."""
-        if self.workers <= 1 or len(configs) <= 1:
+        """Compile `configs`: a compiler that reads user code (it names files in `read_only()`: the real one imports
+        the kernel file) always in the sandboxed pool, even for one configuration; a scripted one here."""
+        if not configs:
+            return []
+        if not getattr(self.compiler, "read_only", lambda: ())() and (self.workers <= 1 or len(configs) <= 1):
             return [compile_quietly(self.compiler, c) for c in configs]
         if self._pool is None:
-            self._pool = JailedPool(self.workers)
+            self._pool = JailedPool(self.workers, self.compile_timeout_s)
         return self._pool.map(self.compiler, configs)
 
     def evaluate(self, configs: Sequence[Config]) -> list[Measurement]:
@@ -257,6 +287,7 @@ def _duplicate(config: Config, twin: Measurement) -> Measurement:
 # The real compiler ------------------------------------------------------------------------------------------------
 
 _KERNELS: dict[tuple[str, str], Any] = {}  # per process: each pool worker loads a kernel file once
+SANDBOXED = False  # set by pipeline.tuning.compile_worker, in the sandbox: the only place a kernel file is imported
 
 
 @dataclass(frozen=True)
@@ -276,6 +307,8 @@ class Sm90Compiler:
     def compile(self, config: Config) -> BinaryFacts:
         from pipeline.profiler.static import facts_for_call
 
+        if not SANDBOXED:
+            raise RuntimeError("Sm90Compiler imports a kernel file (user code): it runs only in a sandboxed compile worker")
         kernel = self._kernel()
         args = materialize(self.recipe, "cpu", small=True)
         merged = {**self.recipe.constexprs, **config}

@@ -88,7 +88,11 @@ def test_without_the_sandbox_the_spawning_kernel_escapes(outside, tmp_path, monk
 
 
 def test_a_launched_process_that_fails_or_hangs_comes_back_as_an_error(tmp_path):
-    failed = launcher.run("egg_no_such_module", [], workdir=tmp_path, timeout_s=60)
+    (tmp_path / "a").mkdir()
+    failed = launcher.run("egg_no_such_module", [], workdir=tmp_path / "a", timeout_s=60)
     assert failed.error == "the process exited with 1" and "No module named egg_no_such_module" in failed.log_tail
-    hung = launcher.run("http.server", ["--bind", "127.0.0.1", "0"], workdir=tmp_path, timeout_s=2)
+    with pytest.raises(launcher.LaunchError, match="was used by a job before"):  # each launch a fresh folder
+        launcher.run("egg_no_such_module", [], workdir=tmp_path / "a", timeout_s=60)
+    (tmp_path / "b").mkdir()
+    hung = launcher.run("http.server", ["--bind", "127.0.0.1", "0"], workdir=tmp_path / "b", timeout_s=2)
     assert hung.error == "timed out after 2 s"

@@ -1,0 +1,147 @@
+"""The fourth red team (session 13, a helper that had seen none of these fixtures) attacked what landed that day:
+the tuning engine's measuring worker and compile pool and the profiler's survey, through the judge's launcher. Of
+its 20 attempts the sandbox held every one made from inside (namespaces, uid, environment, network); what got
+through went around it, in the parent: a configuration compiled in the tuning engine's own process, files of the
+launcher's in the job's writable folder (written through a job's links by root, read back through links and
+FIFOs), and replies parsed without bounds. Each is a fixture here (tests/fixtures/redteam4), caught as data:
+the parent never raises, hangs, writes outside, or shows a file the job could not read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.profiler.survey import survey_candidate
+from pipeline.tuning.measure import BatchMeasurer, MeasureError, MeasureSettings
+from pipeline.tuning.prune import PrunedEvaluator, Sm90Compiler
+from pipeline.tuning.recipe import LaunchRecipe, TensorSpec
+from pipeline.tuning.scripted import ScriptedEvaluator
+from pipeline.tuning.space import Config
+
+from .conftest import TINY
+
+REDTEAM4 = Path(__file__).resolve().parents[1] / "fixtures" / "redteam4"
+ROW_SUM = LaunchRecipe("row_sum_kernel", {"x_ptr": TensorSpec((6, 24)), "out_ptr": TensorSpec((6,), output=True), "n_cols": 24}, grid="(6,)")
+CPU = MeasureSettings(device="cpu", config_timeout_s=60, setup_timeout_s=60)
+SECRET = "sk-fourth-red-team"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the attacks aim at root's writes and reads, as in CI and on the H200")
+
+
+@pytest.fixture
+def outside(tmp_path, monkeypatch):
+    """A folder no job may reach, with a file in it that only its owner may read, and a key in the environment."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "victim.txt").write_text("untouched")
+    (folder / "secret.txt").write_text(SECRET)
+    (folder / "secret.txt").chmod(0o600)
+    return folder
+
+
+def aimed(name: str, outside: Path, folder: Path, **words: str) -> Path:
+    text = (REDTEAM4 / name).read_text().replace("OUTSIDE", str(outside))
+    for word, value in words.items():
+        text = text.replace(word, value)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def untouched(outside: Path) -> None:
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt", "victim.txt"], sorted(outside.iterdir())
+    assert (outside / "victim.txt").read_text() == "untouched"
+
+
+def test_every_attempt_of_the_fourth_red_team_is_a_fixture_here():
+    assert {p.name for p in REDTEAM4.glob("*.py")} == {
+        "a02_restart_symlinks.py", "a04_survey_log_link.py", "a05_survey_result_forged.py", "a07_compile_hang.py",
+        "a08_infinity_reply.py", "a09_compile_deep_answer.py", "a11_one_config_compile.py", "a12_cache_symlink.py",
+        "a14_ncu_report_link.py"}
+
+
+@needs_root
+@pytest.mark.parametrize("workers", [0, 2])
+def test_one_configuration_is_compiled_in_the_sandbox_too(outside, tmp_path, workers):
+    kernel = aimed("a11_one_config_compile.py", outside, tmp_path)
+    with PrunedEvaluator(ScriptedEvaluator(lambda c: 1.0), Sm90Compiler(str(kernel), ROW_SUM), workers=workers) as pruner:
+        (result,) = pruner.evaluate([Config(BLOCK=32, num_warps=1)])
+    assert result.status.value == "ok", result.detail
+    untouched(outside)
+
+
+def test_a_kernel_file_is_never_imported_in_the_parent():
+    with pytest.raises(RuntimeError, match="runs only in a sandboxed compile worker"):
+        Sm90Compiler(str(REDTEAM4 / "a11_one_config_compile.py"), ROW_SUM).compile(Config(BLOCK=32))
+
+
+@needs_root
+@pytest.mark.parametrize("name", ["a02_restart_symlinks.py", "a12_cache_symlink.py"])
+def test_a_restarted_worker_gets_a_fresh_folder_and_nothing_is_written_through_a_jobs_links(outside, tmp_path, name):
+    kernel = aimed(name, outside, tmp_path)
+    with BatchMeasurer(kernel, ROW_SUM, CPU) as measurer:
+        results = measurer.evaluate([Config(BLOCK=32), Config(BLOCK=64)])
+    # each incarnation starts in a fresh folder, so none finds what the one before planted: each dies as the first
+    assert [r.status.value for r in results] == ["runtime_error", "runtime_error"], [r.detail for r in results]
+    assert all("the worker died (exit code 3)" in r.detail for r in results)
+    untouched(outside)
+
+
+def test_numbers_and_nesting_no_parser_should_take_end_the_workers_turn_not_the_parent(outside, tmp_path):
+    kernel = aimed("a08_infinity_reply.py", outside, tmp_path)
+    with BatchMeasurer(kernel, ROW_SUM, CPU) as measurer:
+        results = measurer.evaluate([Config(BLOCK=32)])
+    assert results[0].status.value == "runtime_error" and results[0].time_ms is None, results[0].detail
+
+
+def test_a_compile_workers_forged_answers_fail_its_configurations(outside, tmp_path):
+    kernel = aimed("a09_compile_deep_answer.py", outside, tmp_path)
+    with PrunedEvaluator(ScriptedEvaluator(lambda c: 1.0), Sm90Compiler(str(kernel), ROW_SUM), workers=2) as pruner:
+        results = pruner.evaluate([Config(BLOCK=32, num_warps=1), Config(BLOCK=64, num_warps=2)])
+    assert [r.status.value for r in results] == ["compile_error", "compile_error"]
+    assert all("the compile worker died" in r.detail for r in results), [r.detail for r in results]
+
+
+def test_a_compile_worker_that_never_answers_times_out(outside, tmp_path):
+    kernel = aimed("a07_compile_hang.py", outside, tmp_path)
+    with PrunedEvaluator(ScriptedEvaluator(lambda c: 1.0), Sm90Compiler(str(kernel), ROW_SUM), workers=1, compile_timeout_s=5) as pruner:
+        results = pruner.evaluate([Config(BLOCK=32, num_warps=1)])
+    assert results[0].status.value == "compile_error" and "timed out after 5 s" in results[0].detail, results[0].detail
+
+
+@needs_root
+@pytest.mark.parametrize("mode", ["link", "fifo"])
+def test_the_surveys_log_is_the_launchers_own_never_one_the_job_replaced(outside, tmp_path, mode):
+    candidate = aimed("a04_survey_log_link.py", outside, tmp_path, MODE=mode)
+    survey = survey_candidate(candidate, TINY / "degenerate" / "2_ReLU.py", timeout_s=60)
+    assert survey.errors and "the process exited with 1" in survey.errors[0], survey.errors
+    assert SECRET not in " ".join(survey.errors)
+    untouched(outside)
+
+
+@pytest.mark.parametrize("shape", ["this is not JSON", "[1]", '{"launches": 5}', "NaN"])
+def test_a_survey_result_the_candidate_wrote_is_no_survey(outside, tmp_path, shape):
+    candidate = aimed("a05_survey_result_forged.py", outside, tmp_path, SHAPE=repr(shape))
+    survey = survey_candidate(candidate, TINY / "degenerate" / "2_ReLU.py", timeout_s=60)
+    assert survey.errors and "no result that reads as one" in survey.errors[0], survey.errors
+    assert not survey.launches
+
+
+@needs_root
+def test_an_ncu_report_that_is_a_link_is_not_read(outside, tmp_path):
+    from pipeline.judge.sandbox import clean_environment
+    from pipeline.profiler import ncu
+    from pipeline.profiler.profiling import ProfileOptions, write_spec
+
+    (tmp_path / "tool").mkdir()  # NCU's own folder, apart from the job's (as on a real machine)
+    fake = aimed("a14_ncu_report_link.py", outside, tmp_path / "tool")
+    fake.chmod(0o755)
+    job = tmp_path / "job"
+    job.mkdir()
+    spec = write_spec(job, str(fake), str(fake), "ncu", ProfileOptions())
+    run = ncu.collect(str(fake), job, spec, clean_environment("cuda"), timeout_s=60, keep_dir=tmp_path)
+    assert run.error == "the NCU report is not a regular file under 512 MB" and not run.report_path, run
+    assert not (tmp_path / "profile.ncu-rep").exists()
+    untouched(outside)
