@@ -376,6 +376,8 @@ def decide(store: Store, session_id: str, gate_id: int, action: str, *, edit_tex
     gate = get_gate(store, session_id, gate_id)
     if gate.decision is not None:
         raise ApiError(f"gate {gate_id} is closed: it was decided {gate.decision.action} by {gate.decision.who}")
+    if not gate.reviewed:
+        raise ApiError(f"gate {gate_id} is not reviewed in this session's mode: it is decided automatically")
     if record.finished:
         raise ApiError(f"session {session_id} is {record.status}")
     try:

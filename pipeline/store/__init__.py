@@ -335,7 +335,7 @@ class Store:
         return [g for g in gates if g.open] if open_only else gates
 
     def open_gate_ids(self, session_id: str) -> list[int]:
-        rows = self._rows("SELECT g.id FROM gates g LEFT JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND d.id IS NULL ORDER BY g.id", (session_id,))
+        rows = self._rows("SELECT g.id FROM gates g LEFT JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND d.id IS NULL AND g.reviewed ORDER BY g.id", (session_id,))
         return [r["id"] for r in rows]
 
     def stage_outcomes(self, session_id: str) -> dict[str, str]:

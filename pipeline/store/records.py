@@ -98,7 +98,9 @@ class GateRecord:
 
     @property
     def open(self) -> bool:
-        return self.decision is None
+        """Waiting for a person: undecided and reviewed (a gate the review mode does not show is decided `auto` the
+        moment it is written, and is never a person's to decide, not even in that moment)."""
+        return self.decision is None and bool(self.reviewed)
 
     @classmethod
     def from_row(cls, row: dict[str, Any], decision: DecisionRecord | None = None) -> GateRecord:
