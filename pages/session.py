@@ -84,7 +84,7 @@ def render_kernel_gate(gate: GateRecord) -> str:
         if payload.get("rejected_source"):  # what changed in answer to the rejection, first
             against = st.radio("diff against", ("the proposal you rejected", parent_name), horizontal=True, key=f"diff_against_{gate.id}")
         if against == "the proposal you rejected":
-            render_diff(payload["rejected_source"], payload["proposal"], before_name="the proposal you rejected")
+            render_diff(payload["rejected_source"], payload["proposal"], before_name="proposal you rejected")
         else:
             render_diff(parent, payload["proposal"], before_name=parent_name)
     st.text_area("The whole file (edit it and press Edit to judge your version as a new candidate)",
