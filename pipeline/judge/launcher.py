@@ -163,14 +163,23 @@ def read_job_file(path: str | os.PathLike, limit: int = READ_LIMIT_BYTES) -> byt
 
 
 def read_job_json(path: str | os.PathLike, limit: int = READ_LIMIT_BYTES) -> Any:
-    """`read_job_file` as JSON (no NaN or Infinity): None when it is not a regular file or does not parse."""
+    """`read_job_file` as JSON (`job_json`): None when it is not a regular file or does not parse."""
     data = read_job_file(path, limit)
     if data is None:
         return None
     try:
-        return json.loads(data, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
+        return job_json(data)
+    except ValueError:
         return None
+
+
+def job_json(data: str | bytes) -> Any:
+    """JSON that a job wrote (a file, a reply line), parsed as strictly as the parent needs: no NaN or Infinity,
+    and nesting too deep for the parser is a ValueError like any other malformed text."""
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _no_constant(name: str) -> Any:

@@ -187,9 +187,11 @@ def _forward(process: Process, replies: queue.Queue) -> None:
     """Pass one worker's replies to its queue; "died" when its output ends. The worker runs the kernel file's
     code, which can write to its stdout too: a line that is not a reply (not JSON, not an object, too long) ends
     the worker's turn as a death with that story, never an exception here."""
+    from pipeline.judge.launcher import job_json
+
     try:
         while line := process.stdout.readline(MAX_REPLY_BYTES + 1):
-            reply = json.loads(line, parse_constant=_no_constant) if len(line) <= MAX_REPLY_BYTES else None
+            reply = job_json(line) if len(line) <= MAX_REPLY_BYTES else None
             if not isinstance(reply, dict):
                 raise ValueError("not a reply")
             replies.put(reply)
@@ -197,10 +199,6 @@ def _forward(process: Process, replies: queue.Queue) -> None:
         replies.put({"event": "died", "message": "the worker wrote something that is not a reply on its channel"})
         return
     replies.put({"event": "died"})
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _from_reply(config: Config, reply: dict[str, Any]) -> Measurement:

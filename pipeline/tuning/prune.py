@@ -156,8 +156,10 @@ def _answer(line: bytes, tasks: list[int]) -> tuple[int, Compiled] | None:
     its tasks: the worker then counts as dead, its unanswered tasks failed."""
     if not line or len(line) > MAX_ANSWER_BYTES:
         return None
+    from pipeline.judge.launcher import job_json
+
     try:
-        answer = json.loads(line, parse_constant=_no_constant)
+        answer = job_json(line)
         index, facts = int(answer["index"]), answer.get("facts")
         if index not in tasks:
             return None
@@ -188,10 +190,6 @@ def _read_line(fd: int, pending: bytearray, timeout_s: float) -> tuple[bytes, bo
     line, _, rest = bytes(pending).partition(b"\n")
     pending[:] = rest
     return line + b"\n", False
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _readable(compiler: Compiler) -> tuple[str, ...]:
