@@ -1,8 +1,8 @@
 """Batched measurement: many configurations of one kernel, checked and timed in one long-lived worker process.
 
 `BatchMeasurer` is an `Evaluator`. It starts `python -m pipeline.tuning.worker` in the judge's sandbox
-(pipeline.judge.launcher: its own namespaces and user, no secret, its own process group), sets the kernel and its launch up once (inputs on the device, the reference output), and
-then sends configurations one at a time, so that a configuration that hangs or crashes the process is named and
+(pipeline.judge.launcher: its own namespaces and user, no secret, its own process group), sets the kernel and its
+launch up once (inputs on the device, the reference output), and then sends configurations one at a time, so that a configuration that hangs or crashes the process is named and
 the worker restarted for the rest. Every outcome is a status; only a kernel file or recipe that cannot be set up
 at all stops the measurement (`MeasureError`).
 """
@@ -29,8 +29,6 @@ from pipeline.types import HEAD_START_MODES
 
 if TYPE_CHECKING:
     from pipeline.judge.launcher import Started
-
-    Process = Any
 
 LOG_TAIL_CHARS = 3000
 
@@ -72,7 +70,6 @@ class BatchMeasurer:
         self.environment: dict[str, str] = {}
         self._dir = Path(tempfile.mkdtemp(prefix="egg-tune-"))
         self._started: Started | None = None
-        self._process: Process | None = None
         self._starts = 0
         self._last_log = ""  # the log of the last worker that ended
         self._replies: queue.Queue = queue.Queue()
@@ -93,7 +90,6 @@ class BatchMeasurer:
         folder = self._dir / f"worker-{self._starts}"
         folder.mkdir()
         self._started = launcher.start("pipeline.tuning.worker", workdir=folder, read_only=(self.kernel_path,), device=self.settings.device)
-        self._process = self._started.process
         threading.Thread(target=_forward, args=(self._process, self._replies), daemon=True).start()
         reference = dict(self.reference_config) if self.reference_config is not None else None
         self._send({"op": "setup", "kernel_path": self.kernel_path, "recipe": self.recipe.to_json(),
@@ -106,6 +102,11 @@ class BatchMeasurer:
         environment = reply.get("environment")
         self.environment = {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else {}
         return self.environment
+
+    @property
+    def _process(self) -> Any:
+        """The running worker's process (the launcher's `Started.process`), or None."""
+        return self._started.process if self._started is not None else None
 
     def _send(self, message: dict[str, Any]) -> None:
         self._process.stdin.write((json.dumps(message) + "\n").encode())
@@ -122,7 +123,7 @@ class BatchMeasurer:
         if self._started is not None:
             self._last_log = self._started.log_tail(LOG_TAIL_CHARS)
             self._started.close()
-        self._started, self._process = None, None
+        self._started = None
 
     def close(self) -> None:
         self._stop()
@@ -183,7 +184,7 @@ class BatchMeasurer:
 MAX_REPLY_BYTES = 1 << 20  # a line longer than this is not one of the worker's replies
 
 
-def _forward(process: Process, replies: queue.Queue) -> None:
+def _forward(process: Any, replies: queue.Queue) -> None:
     """Pass one worker's replies to its queue; "died" when its output ends. The worker runs the kernel file's
     code, which can write to its stdout too: a line that is not a reply (not JSON, not an object, too long) ends
     the worker's turn as a death with that story, never an exception here."""
