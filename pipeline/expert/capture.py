@@ -48,8 +48,10 @@ def capture(problem_source: str, *, timeout_s: float = CAPTURE_TIMEOUT_S, use_ca
         return Captured(fingerprint, tape_from_json(json.loads(path.read_text())))
     data = _record(problem_source, timeout_s)
     if not data.get("ran_on"):
-        raise CaptureError("the problem's forward could not be recorded: " + "; ".join(data.get("errors", ["no reason given"])))
-    tape = tape_from_json(data)
+        errors = data.get("errors")
+        why = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else "no reason given"
+        raise CaptureError("the problem's forward could not be recorded: " + why[:4000])
+    tape = _decoded(data)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write(path.with_suffix(".py"), problem_source)  # stage 2 sees only kernels: it finds the problem here
@@ -88,9 +90,25 @@ def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -
             return
     cache_folder().mkdir(parents=True, exist_ok=True)
     for (fingerprint, source), data in zip(missing.items(), results):
-        if isinstance(data, dict) and data.get("ran_on"):
+        if isinstance(data, dict) and data.get("ran_on") and _decodes(data):  # only what reads as a tape is cached
             _write(_path(fingerprint).with_suffix(".py"), source)
             _write(_path(fingerprint), json.dumps(data))
+
+
+def _decoded(data: dict) -> Tape:
+    """The tape the capture's child wrote (user code ran there: what does not read as a tape is a CaptureError)."""
+    try:
+        return tape_from_json(data)
+    except Exception as exc:
+        raise CaptureError(f"the capture wrote no result that reads as one ({type(exc).__name__})") from None
+
+
+def _decodes(data: dict) -> bool:
+    try:
+        _decoded(data)
+        return True
+    except CaptureError:
+        return False
 
 
 def _write(path: Path, text: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 import tempfile
 import time
@@ -83,7 +84,7 @@ def survey_candidate(candidate_path: str | Path, problem_path: str | Path, *, ti
         finished = launcher.run("pipeline.profiler.survey", [str(spec), str(out)], workdir=folder, read_only=(candidate, problem),
                                 device="cuda", timeout_s=timeout_s, environment={"CUDA_VISIBLE_DEVICES": ""})
         data = launcher.read_job_json(out) if finished.error is None else None
-        if isinstance(data, dict):
+        if isinstance(data, dict) and _bounded(data):
             data["duration_s"] = round(time.monotonic() - start, 3)
             try:
                 return from_jsonable(Survey, data)
@@ -92,6 +93,20 @@ def survey_candidate(candidate_path: str | Path, problem_path: str | Path, *, ti
         tail = finished.log_tail
     error = f"the survey {finished.error}" if finished.error else "the survey wrote no result that reads as one"
     return Survey((), (error, *([tail] if tail else [])), "", None, round(time.monotonic() - start, 3))
+
+
+def _bounded(value: Any, depth: int = 0) -> bool:
+    """Every number of a survey the candidate's process wrote is one a real survey can have (finite, under 2**62),
+    and its nesting is shallow: an integer of 400 digits would overflow the occupancy arithmetic."""
+    if depth > 12:
+        return False
+    if isinstance(value, dict):
+        return all(_bounded(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return all(_bounded(v, depth + 1) for v in value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return abs(value) < 2**62 and (isinstance(value, int) or math.isfinite(value))
+    return True
 
 
 # Child side -------------------------------------------------------------------------------------------------------

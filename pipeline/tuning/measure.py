@@ -72,7 +72,7 @@ class BatchMeasurer:
         self._started: Started | None = None
         self._starts = 0
         self._last_log = ""  # the log of the last worker that ended
-        self._replies: queue.Queue = queue.Queue()
+        self._replies: queue.Queue = queue.Queue(MAX_QUEUED_REPLIES)
         self._deaths = 0
 
     # the worker's life -------------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ class BatchMeasurer:
             return self.environment
         from pipeline.judge import launcher
 
-        self._replies = queue.Queue()
+        self._replies = queue.Queue(MAX_QUEUED_REPLIES)
         # in the judge's sandbox: the worker imports the kernel file, user code; each start in a fresh folder (a
         # worker that died may have left anything in its own)
         self._starts += 1
@@ -182,6 +182,7 @@ class BatchMeasurer:
 
 
 MAX_REPLY_BYTES = 1 << 20  # a line longer than this is not one of the worker's replies
+MAX_QUEUED_REPLIES = 16  # the parent asks for one reply at a time (two per configuration): more is a flood
 
 
 def _forward(process: Any, replies: queue.Queue) -> None:
@@ -195,8 +196,12 @@ def _forward(process: Any, replies: queue.Queue) -> None:
             reply = job_json(line) if len(line) <= MAX_REPLY_BYTES else None
             if not isinstance(reply, dict):
                 raise ValueError("not a reply")
-            replies.put(reply)
-    except Exception:  # anything the kernel's code wrote there (deep nesting, NaN, garbage): the worker's turn ends
+            replies.put_nowait(reply)  # more replies than the parent asked for (a flood): queue.Full
+    except Exception:  # anything the kernel's code wrote there (deep nesting, NaN, garbage, a flood): its turn ends
+        try:
+            os.killpg(process.pid, 9)
+        except OSError:
+            pass
         replies.put({"event": "died", "message": "the worker wrote something that is not a reply on its channel"})
         return
     replies.put({"event": "died"})

@@ -70,6 +70,7 @@ def compile_quietly(compiler: Compiler, config: Config) -> Compiled:
 
 
 COMPILE_TIMEOUT_S = 600.0  # one configuration's compile in a pool worker, at most
+PIPE_ROUND_BYTES = 32 << 10  # tasks sent to a worker at once: under a pipe's 64 KiB, so the write never blocks
 
 
 class JailedPool:
@@ -89,26 +90,35 @@ class JailedPool:
     def map(self, compiler: Compiler, configs: Sequence[Config]) -> list[Compiled]:
         self._start(_readable(compiler))
         answers: list[Compiled | None] = [None] * len(configs)
-        owners: dict[int, list[int]] = {}
-        for i, config in enumerate(configs):
-            w = i % len(self._workers)
-            owners.setdefault(w, []).append(i)
-            task = base64.b64encode(pickle.dumps((i, compiler, config))) + b"\n"
-            try:
-                self._workers[w].process.stdin.write(task)
-                self._workers[w].process.stdin.flush()
-            except OSError:
-                pass  # it died: its tasks fail below
+        tasks = [base64.b64encode(pickle.dumps((i, compiler, config))) + b"\n" for i, config in enumerate(configs)]
+        owners = {w: list(range(w, len(configs), len(self._workers))) for w in range(len(self._workers))}
         failed = ""
-        for w, tasks in owners.items():
-            pending = bytearray()
-            for _ in tasks:
-                line, timed_out = _read_line(self._workers[w].process.stdout.fileno(), pending, self.timeout_s)
-                answer = _answer(line, tasks)
-                if answer is None:  # ended, hung, or wrote what is not an answer (the kernel's code shares the process)
-                    failed = failed or ("timed out" if timed_out else "died")
-                    break
-                answers[answer[0]] = answer[1]
+        # in rounds: each worker gets what fits its empty pipe, and the round's answers are read before the next,
+        # so no write can block on a worker that stopped reading (a kernel file that hangs at import)
+        pending = {w: bytearray() for w in owners}
+        alive = set(owners)
+        while alive and any(owners[w] for w in alive):
+            sent: dict[int, list[int]] = {}
+            for w in sorted(alive):
+                batch, size = [], 0
+                while owners[w] and (not batch or size + len(tasks[owners[w][0]]) <= PIPE_ROUND_BYTES):
+                    batch.append(owners[w].pop(0))
+                    size += len(tasks[batch[-1]])
+                try:
+                    self._workers[w].process.stdin.write(b"".join(tasks[i] for i in batch))
+                    self._workers[w].process.stdin.flush()
+                except OSError:
+                    pass  # it died: its tasks fail below
+                sent[w] = batch
+            for w, batch in sent.items():
+                for _ in batch:
+                    line, timed_out = _read_line(self._workers[w].process.stdout.fileno(), pending[w], self.timeout_s)
+                    answer = _answer(line, batch)
+                    if answer is None:  # ended, hung, or wrote what is not an answer (the kernel's code shares the process)
+                        failed = failed or ("timed out" if timed_out else "died")
+                        alive.discard(w)
+                        break
+                    answers[answer[0]] = answer[1]
         died = [i for i, a in enumerate(answers) if a is None]
         if died:
             tail = self._log_tail()

@@ -145,3 +145,43 @@ def test_an_ncu_report_that_is_a_link_is_not_read(outside, tmp_path):
     assert run.error == "the NCU report is not a regular file under 512 MB" and not run.report_path, run
     assert not (tmp_path / "profile.ncu-rep").exists()
     untouched(outside)
+
+
+# The fifth team (session 13, after the fixes above, a helper that had seen none of these fixtures): 8 attempts;
+# the sandbox held all, 4 made the parent hang, grow without bound or raise. Each is a fixture in
+# tests/fixtures/redteam5, caught as data.
+REDTEAM5 = REDTEAM4.parent / "redteam5"
+
+
+def test_a_flood_of_replies_ends_the_workers_turn_and_stays_bounded():
+    from pipeline.tuning import measure
+
+    with BatchMeasurer(REDTEAM5 / "b2_reply_flood.py", ROW_SUM, CPU) as measurer:
+        measurer.start()
+        import time
+
+        time.sleep(3)  # the flood has begun: the reader stops at the queue's bound, the worker is killed
+        assert measurer._replies.qsize() <= measure.MAX_QUEUED_REPLIES
+        results = measurer.evaluate([Config(BLOCK=32) for _ in range(3)])
+    assert all(r.status.value in ("runtime_error", "ok", "timeout") for r in results)
+    assert measurer._replies.qsize() <= measure.MAX_QUEUED_REPLIES
+
+
+def test_a_hung_compile_worker_with_hundreds_of_configurations_times_out():
+    configs = [Config(BLOCK=32, num_warps=w, num_stages=s) for w in (1, 2, 4, 8) for s in range(1, 76)]
+    with PrunedEvaluator(ScriptedEvaluator(lambda c: 1.0), Sm90Compiler(str(REDTEAM5 / "b3_hang_many_configs.py"), ROW_SUM),
+                         workers=2, compile_timeout_s=3) as pruner:
+        results = pruner.evaluate(configs)
+    assert len(results) == 300 and all(r.status.value == "compile_error" and "timed out" in r.detail for r in results)
+
+
+def test_a_forged_capture_is_a_capture_error():
+    from pipeline.expert.capture import CaptureError, capture
+
+    with pytest.raises(CaptureError):
+        capture((REDTEAM5 / "b1_capture_forged_tape.py").read_text(), use_cache=False)
+
+
+def test_a_survey_with_numbers_no_survey_has_is_no_survey():
+    survey = survey_candidate(REDTEAM5 / "b4_survey_huge_ints.py", TINY / "degenerate" / "2_ReLU.py", timeout_s=60)
+    assert survey.errors and "no result that reads as one" in survey.errors[0] and not survey.launches, survey.errors
