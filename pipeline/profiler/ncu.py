@@ -26,6 +26,7 @@ MAX_LAUNCHES = 64  # kernels profiled per candidate; a program of many tiny kern
 NCU_TIMEOUT_S = 600.0
 PERMISSION_MARKER = "ERR_NVGPUCTRPERM"
 _NCU_CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu")
+_NSIGHT_HOMES = ("/opt/nvidia",)  # where CUDA's `bin/ncu` launcher looks for the Nsight Compute it starts
 
 
 def metric_names() -> tuple[str, ...]:
@@ -44,6 +45,19 @@ def find_ncu() -> str | None:
         if matches and os.access(matches[0], os.X_OK):
             return matches[0]
     return None
+
+
+def install_folders(program: str) -> tuple[str, ...]:
+    """The folders NCU runs from, for the sandbox to show read-only: the executable's own, and the Nsight Compute
+    installations a launcher script may start (CUDA's `bin/ncu` is a script that looks next to CUDA, then under
+    /opt/nvidia). The sandbox shows a job only the folders it is told of, and NCU cannot start without these."""
+    here = os.path.dirname(program)
+    found = [here]
+    for pattern in (os.path.join(here, "..", "nsight-compute*"), *(os.path.join(h, "nsight-compute*") for h in _NSIGHT_HOMES)):
+        for path in sorted(glob.glob(pattern)):
+            if os.path.isdir(path):
+                found += [os.path.normpath(path), os.path.realpath(path)]
+    return tuple(dict.fromkeys(found))
 
 
 def collect_command(ncu: str, report: Path, driver_spec: Path, *, metrics: tuple[str, ...] | None = None, max_launches: int = MAX_LAUNCHES) -> list[str]:
@@ -93,7 +107,7 @@ def collect(ncu: str, workdir: Path, driver_spec: Path, env: dict[str, str], *, 
     report = workdir / "profile.ncu-rep"
     program = os.path.realpath(ncu)
     finished = launcher.run("", (), argv=collect_command(program, report, driver_spec, max_launches=max_launches), workdir=workdir,
-                            read_only=(os.path.dirname(program), *read_only), device="cuda", timeout_s=timeout_s, tail_bytes=8000)
+                            read_only=(*install_folders(program), *read_only), device="cuda", timeout_s=timeout_s, tail_bytes=8000)
     log = finished.log_tail + (f"\n[egg] {finished.error}" if finished.error else "")
     if PERMISSION_MARKER in log:
         return NcuRun("", "", "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", True, log)

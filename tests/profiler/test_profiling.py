@@ -77,7 +77,7 @@ def test_a_missing_problem_file_is_one_clear_line():
 # The measured path, with a stand-in for ncu (tests/profiler/fake_ncu.py) ------------------------------------------
 
 
-def measured(tmp_path, monkeypatch, deny=False, **env):
+def measured(tmp_path, monkeypatch, deny=False, program=None, **env):
     from pipeline.profiler import ceilings
     from pipeline.profiler.costs import ProblemCosts
     from pipeline.profiler.profiling import measured_report
@@ -89,7 +89,7 @@ def measured(tmp_path, monkeypatch, deny=False, **env):
         monkeypatch.setenv(name, value)
     survey = Survey((), (), "meta", ProblemCosts(0, 2 * 1024**3, ("float32",)), 0.0)
     fake_ncu = str(Path(__file__).with_name("fake_ncu_deny.py" if deny else "fake_ncu.py"))
-    return measured_report(str(FIXTURES / "copy_triton.py"), str(FIXTURES / "copy_problem.py"), survey, "ncu", [], ProfileOptions(), "k" * 64, ceilings.nominal(), fake_ncu)
+    return measured_report(str(FIXTURES / "copy_triton.py"), str(FIXTURES / "copy_problem.py"), survey, "ncu", [], ProfileOptions(), "k" * 64, ceilings.nominal(), program or fake_ncu)
 
 
 def test_ncu_output_flows_into_a_classified_report_and_the_raw_report_is_kept(tmp_path, monkeypatch):
@@ -100,6 +100,36 @@ def test_ncu_output_flows_into_a_classified_report_and_the_raw_report_is_kept(tm
     assert Path(report.raw_report).read_bytes() == b"fake ncu-rep" and str(tmp_path) in report.raw_report
     assert report.environment["gpu"] == "fake H200" and report.environment["pid"] == "2"  # NCU ran in the judge's sandbox
     assert report.environment["root"] == "False" or os.geteuid() != 0
+
+
+def test_ncu_started_by_cudas_launcher_script_finds_its_installation_inside_the_sandbox(tmp_path, monkeypatch):
+    """CUDA's `bin/ncu` is a script that starts Nsight Compute from its own folder (next to CUDA, or under
+    /opt/nvidia); the sandbox shows a job only what it is told of, and on the H200 NCU said "nsight-compute directory
+    is not found" until the installation was among the folders shown. Here the same layout, in a temporary tree."""
+    import shutil
+    import stat
+
+    from pipeline.profiler import ncu
+
+    homes = tmp_path / "opt" / "nvidia"
+    install = homes / "nsight-compute" / "2025.3.1"
+    install.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("fake_ncu.py"), install / "ncu")
+    (install / "ncu").chmod(0o755)
+    launcher = tmp_path / "cuda" / "bin" / "ncu"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text(f"""#!/bin/sh
+for d in "$(dirname "$0")"/../nsight-compute* {homes}/nsight-compute/*; do
+  [ -x "$d/ncu" ] && exec "$d/ncu" "$@"
+done
+echo "ERROR : nsight-compute directory is not found" >&2
+exit 1
+""")
+    launcher.chmod(launcher.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    monkeypatch.setattr(ncu, "_NSIGHT_HOMES", (str(homes),))
+    assert str(install.parent) in ncu.install_folders(str(launcher))
+    report = measured(tmp_path / "cache", monkeypatch, program=str(launcher))
+    assert report.source == "ncu" and report.environment["pid"] == "2", report.notes
 
 
 def test_refused_counters_fall_back_and_a_failed_run_is_data(tmp_path, monkeypatch):
