@@ -40,7 +40,7 @@ from pipeline.judge.draw import HIDDEN_TRIALS, Draw
 from pipeline.judge.refcache import ReferenceCache, cache_key, environment_fingerprint
 from pipeline.judge.sandbox import Handlers, InfraError, Job, JobOutcome, WorkerPool, default_cache_root
 from pipeline.judge.verdict import Verdict
-from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, Problem, Status, TrialResult
+from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, Flag, Problem, Status, TrialResult
 
 # Reads a candidate's source and returns the cheat patterns in it (pipeline.judge.audit.audit_source).
 Auditor = Callable[..., tuple[Finding, ...]]
@@ -229,6 +229,23 @@ class Judge:
         """Judge one candidate. Never raises for anything the candidate does, nor for a fault of the judge's own:
         infrastructure faults and internal errors become infra_error with their story."""
         start = time.monotonic()
+        verdict = self._evaluate_once(problem, candidate)
+        if _side_stream_only(verdict):
+            # The host's clock to a full-device sync is noisy on a shared machine: an honest tiny kernel read 0.059-
+            # 0.073 ms against 0.054 allowed in 3 of some 30 H200 runs, a cheat 0.23 ms every time. A second,
+            # complete evaluation (fresh inputs, fresh worker) decides, and its times are the ones reported: a
+            # ban needs both to fail, and a pass never reports the times of the run that failed.
+            again = self._evaluate_once(problem, candidate)
+            first = next(c for c in verdict.checks if c.name == "side_stream")
+            if _side_stream_only(again):
+                verdict = dataclasses.replace(again, reason=f"{again.reason} (the second of two timings; the first: {first.detail})")
+            else:
+                note = Flag("side_stream_retimed", f"the first timing failed the side-stream check ({first.detail}); this second one decides")
+                verdict = dataclasses.replace(again, flags=(*again.flags, note))
+        phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
+        return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
+
+    def _evaluate_once(self, problem: Problem, candidate: Candidate) -> EvalResult:
         base = EvalResult(Status.INFRA_ERROR, "", problem, candidate, self.options.device)
         try:
             verdict = Evaluation(self, problem, candidate).run()
@@ -238,14 +255,20 @@ class Judge:
             verdict = dataclasses.replace(base, reason=f"sandbox failure: {exc}")
         except Exception as exc:  # the judge's own bug: a verdict that says so, never a traceback without JSON
             verdict = dataclasses.replace(base, reason=f"the judge failed: {type(exc).__name__}: {exc}", log_tail=traceback.format_exc()[-4000:])
-        phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
-        return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
+        return verdict
 
     def warn(self, message: str) -> None:
         """A one-line warning on stderr, once per Judge."""
         if message not in self._warned:
             self._warned.add(message)
             print(f"egg: warning: {message}", file=sys.stderr)
+
+
+def _side_stream_only(result: EvalResult) -> bool:
+    """Banned by the run-time side-stream check and by nothing before it (the first failure names the status; the
+    static audit's side_stream rule reads "side_stream (line N)" and is never retimed)."""
+    failed = any(c.name == "side_stream" and c.passed is False for c in result.checks)
+    return failed and result.status is Status.BANNED and result.reason.startswith("side_stream:")
 
 
 def evaluate(problem: Problem, candidate: Candidate, options: EvalOptions | None = None, **judge_options) -> EvalResult:

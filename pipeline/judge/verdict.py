@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # eager baseline's and the judge's own one-block Triton kernel's, measured the same way in the reference's worker
 # (a Triton launch from Python costs the host tens of microseconds more than an eager op: on the H200 an honest
 # 4-microsecond softmax kernel read 0.073 ms to the sync against an eager allowance of 0.054 ms).
+# A ban by this check alone is judged again from the start (Judge.evaluate): both timings must fail.
 SIDE_STREAM_RATIO, SIDE_STREAM_SLACK_MS, GAP_FACTOR = 1.10, 0.05, 3.0
 # The parent's clock around the timed trials may exceed what the worker's times explain by this factor and slack;
 # beyond FLAG_FACTOR the verdict carries a flag, beyond BRACKET_FACTOR the times are taken as forged. (On the H200

@@ -201,3 +201,58 @@ def test_a_reference_that_fails_is_an_infra_error_and_the_waiting_candidate_is_e
     assert result.status is Status.INFRA_ERROR
     assert result.reason.startswith("the reference problem failed to run: the reference raised RuntimeError: the reference itself is broken"), result.reason
     assert cpu_judge.pool._jobs == {}
+
+
+def _scripted_runs(monkeypatch, *results):
+    """Evaluation.run answers with these verdicts in turn (the side-stream check needs a GPU to fail for real)."""
+    from pipeline.judge import judge as judge_module
+
+    queue = list(results)
+    calls = []
+
+    def run(self):
+        calls.append(self)
+        return queue.pop(0)
+
+    monkeypatch.setattr(judge_module.Evaluation, "run", run)
+    return calls
+
+
+def _verdict(status, reason, passed):
+    from pipeline.types import Check, Flag
+
+    checks = (Check("correctness", True, "max error 0"), Check("side_stream", passed, "event time 0.004 ms, time to full-device sync 0.07 ms (allowed 0.054 ms)"))
+    return EvalResult(status, reason, problem(SOFTMAX), candidate("softmax_ok.py"), "cuda", checks=checks, flags=(Flag("x", "kept"),))
+
+
+SIDE_BAN = "side_stream: work ran outside the timed stream: event time 0.004 ms"
+
+
+def test_a_side_stream_ban_is_timed_a_second_time_and_a_pass_then_decides(cpu_judge, monkeypatch):
+    calls = _scripted_runs(monkeypatch, _verdict(Status.BANNED, SIDE_BAN, False), _verdict(Status.OK, "passed every check", True))
+    result = cpu_judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert len(calls) == 2
+    assert result.status is Status.OK
+    retimed = [f for f in result.flags if f.name == "side_stream_retimed"]
+    assert len(retimed) == 1 and "0.07 ms" in retimed[0].message
+    assert [f.name for f in result.flags][0] == "x"  # the second run's own flags are kept
+
+
+def test_a_side_stream_ban_twice_is_a_ban_that_names_both_timings(cpu_judge, monkeypatch):
+    calls = _scripted_runs(monkeypatch, _verdict(Status.BANNED, SIDE_BAN, False), _verdict(Status.BANNED, SIDE_BAN, False))
+    result = cpu_judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert len(calls) == 2
+    assert result.status is Status.BANNED
+    assert result.reason.startswith(SIDE_BAN) and "the second of two timings" in result.reason
+    assert not any(f.name == "side_stream_retimed" for f in result.flags)
+
+
+@pytest.mark.parametrize("status,reason,passed", [
+    (Status.BANNED, "triton_launched: no Triton kernel of the candidate launched", False),  # another check decided
+    (Status.BANNED, "side_stream (line 4): moves work off the current stream", None),  # the static audit's rule
+    (Status.OK, "passed every check", True),
+])
+def test_no_second_timing_for_anything_else(cpu_judge, monkeypatch, status, reason, passed):
+    calls = _scripted_runs(monkeypatch, _verdict(status, reason, passed))
+    result = cpu_judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert len(calls) == 1 and result.status is status and result.reason == reason
