@@ -55,6 +55,12 @@ try:
 except ImportError as missing:  # the GPU machine's image lacks sqlite-utils and pydantic unless they are carried
     session_app = gate_app = typer.Typer(help=f"Unavailable in this environment ({missing}).")
 app.add_typer(session_app, name="session")
+try:
+    from pipeline.bench.cli import bench as bench_command
+except ImportError as missing:  # as the session commands: the GPU machine's image lacks sqlite-utils and pydantic
+    bench_command = None
+if bench_command is not None:
+    app.command("bench")(bench_command)
 app.add_typer(gate_app, name="gate")
 err = Console(stderr=True, soft_wrap=True)  # an error stays one line, whatever the terminal width
 DEFAULTS = EvalOptions()

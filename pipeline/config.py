@@ -82,10 +82,20 @@ class LLMConfig(_Section):
     calls_log: Path | None = None  # append every call record to this JSONL file
 
 
+class BenchConfig(_Section):
+    """Per-problem budgets of `egg bench` (its flags override them)."""
+
+    max_wall_s: float | None = Field(default=None, gt=0)  # each problem's session (re-verification included)
+    max_llm_calls: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    timeout_s: float | None = Field(default=None, gt=0)  # a worker still running after this is a hang
+
+
 class EggConfig(_Section):
     """The whole configuration."""
 
     llm: LLMConfig = LLMConfig()
+    bench: BenchConfig = BenchConfig()
 
 
 def load_config(

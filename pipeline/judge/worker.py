@@ -425,6 +425,8 @@ class ReferenceRun:
         runners = {"eager": model}
         if "compile" in opts["baselines"]:
             runners["compile"] = torch.compile(model)
+        if "compile_max_autotune" in opts["baselines"]:  # egg bench --max-autotune
+            runners["compile_max_autotune"] = torch.compile(model, mode="max-autotune")
         for name, fn in runners.items():
             try:
                 with torch.no_grad():

@@ -237,7 +237,16 @@ def outcome_summary(outcome: Outcome) -> dict[str, Any]:
         "reverified": final is not None and not outcome.reverify_skipped,
         "stopped": outcome.progress.stopped,
         "candidates": len(outcome.progress.attempts),
+        # what a suite's results need without reading the session's files (egg bench)
+        "timing": _interval(to_jsonable(final.timing)) if final and final.ok and final.timing else None,
+        "baselines": {name: _interval(t) for name, t in outcome.reference.get("baselines", {}).items() if isinstance(t, dict)},
+        "stages": [{"stage": d.stage, "median_ms": d.median_ms, "candidate_id": d.candidate_id} for d in outcome.progress.decisions],
+        "llm": outcome.ledger.total().model_dump(include={"calls", "failed_calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls"}),
     }
+
+
+def _interval(timing: dict) -> dict:
+    return {k: timing.get(k) for k in ("median_ms", "ci95_low_ms", "ci95_high_ms", "trials", "method")}
 
 
 def _waiting(store: Store, events: SessionEvents, gate: GateRecord) -> None:

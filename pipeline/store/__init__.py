@@ -26,7 +26,7 @@ from sqlite_utils import Database
 from pipeline.store.connection import (BUSY_TIMEOUT_S, Claim, ClaimLost, Contention, Holder, StoreError, check_integrity, checked_path,
                                        describe, retrying)
 from pipeline.store.migrations import migrations
-from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
+from pipeline.store.records import BenchItemRecord, BenchRunRecord, CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
 
 __all__ = ["BUSY_TIMEOUT_S", "Claim", "ClaimLost", "Contention", "GateClosed", "Holder", "Store", "StoreError", "now_text"]
 T = TypeVar("T")
@@ -154,6 +154,49 @@ class Store:
 
     def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
         return self._write(lambda db: db.execute(sql, params).lastrowid)
+
+    # bench runs (egg bench) -----------------------------------------------------------------------------------------
+
+    def create_bench_run(self, run_id: str, *, out_dir: str, dirs: list[str], args: dict[str, Any],
+                         items: list[dict[str, Any]]) -> None:
+        """A suite run and its items (problem, path, level, ordinal), pending, in one transaction."""
+        def write(db: Database) -> None:
+            db["bench_runs"].insert({"id": run_id, "created_at": now_text(), "out_dir": out_dir, "dirs_json": json.dumps(dirs),
+                                     "args_json": json.dumps(args, sort_keys=True), "status": "running"})
+            db["bench_items"].insert_all([{**item, "run_id": run_id} for item in items])
+        self._write(write)
+
+    def add_bench_items(self, run_id: str, items: list[dict[str, Any]]) -> None:
+        """Items a resumed run found that it did not have (new files in its folders); existing ones are kept."""
+        self._write(lambda db: db["bench_items"].insert_all([{**item, "run_id": run_id} for item in items], ignore=True))
+
+    def bench_run(self, run_id: str) -> BenchRunRecord | None:
+        row = self._one("SELECT * FROM bench_runs WHERE id = ?", (run_id,))
+        return BenchRunRecord.from_row(row) if row else None
+
+    def bench_runs(self) -> list[BenchRunRecord]:
+        return [BenchRunRecord.from_row(r) for r in self._rows("SELECT * FROM bench_runs ORDER BY created_at DESC, id")]
+
+    def update_bench_run(self, run_id: str, **fields: Any) -> None:
+        values = {("args_json" if k == "args" else k): (json.dumps(v, sort_keys=True) if k == "args" else v) for k, v in fields.items()}
+        self._write(lambda db: db["bench_runs"].update(run_id, values))
+
+    def bench_items(self, run_id: str) -> list[BenchItemRecord]:
+        rows = self._rows("SELECT * FROM bench_items WHERE run_id = ? ORDER BY ordinal, problem", (run_id,))
+        return [BenchItemRecord.from_row(r) for r in rows]
+
+    def update_bench_item(self, run_id: str, problem: str, **fields: Any) -> None:
+        """Set an item's columns (status, story, session_id, slot, wall_s, started_at, finished_at; `row` as JSON)."""
+        values = {("row_json" if k == "row" else k): (json.dumps(v, sort_keys=True) if k == "row" else v) for k, v in fields.items()}
+        self._write(lambda db: db["bench_items"].update((run_id, problem), values))
+
+    def bench_walls(self, paths: list[str]) -> dict[str, float]:
+        """The longest wall seconds any finished bench item of each path took (to run the longest first)."""
+        if not paths:
+            return {}
+        marks = ",".join("?" * len(paths))
+        rows = self._rows(f"SELECT path, MAX(wall_s) AS wall FROM bench_items WHERE wall_s IS NOT NULL AND path IN ({marks}) GROUP BY path", tuple(paths))
+        return {r["path"]: r["wall"] for r in rows}
 
     # sessions ------------------------------------------------------------------------------------------------------
 

@@ -116,3 +116,23 @@ def m002_sessions(db: Database) -> None:
         CREATE INDEX candidates_by_session ON candidates (session_id, id);
         """
     )
+
+
+@migrations()
+def m003_bench(db: Database) -> None:
+    """Suite runs (`egg bench`): a run, and one item per problem that names the session it ran as."""
+    db.executescript(
+        """
+        CREATE TABLE bench_runs (
+            id TEXT PRIMARY KEY, created_at TEXT NOT NULL, out_dir TEXT NOT NULL, dirs_json TEXT NOT NULL,
+            args_json TEXT NOT NULL, status TEXT NOT NULL, finished_at TEXT
+        );
+        CREATE TABLE bench_items (
+            run_id TEXT NOT NULL REFERENCES bench_runs(id), problem TEXT NOT NULL, path TEXT NOT NULL,
+            level INTEGER, ordinal INTEGER NOT NULL, session_id TEXT REFERENCES sessions(id),
+            status TEXT NOT NULL DEFAULT 'pending', story TEXT NOT NULL DEFAULT '', slot TEXT NOT NULL DEFAULT '',
+            wall_s REAL, started_at TEXT, finished_at TEXT, row_json TEXT NOT NULL DEFAULT '{}',
+            PRIMARY KEY (run_id, problem)
+        );
+        """
+    )

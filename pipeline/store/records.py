@@ -138,3 +138,48 @@ class CandidateRecord:
     def from_row(cls, row: dict[str, Any]) -> CandidateRecord:
         return cls(row["id"], row["session_id"], row["stage"], row["origin"], row["parent_id"], row["source_fp"], row["note"],
                    row["author"], row["created_at"])
+
+
+BENCH_ITEM_DONE = ("done", "failed", "crashed", "hang", "error")  # an item that --resume does not run again
+
+
+@dataclass(frozen=True)
+class BenchRunRecord:
+    id: str
+    created_at: str
+    out_dir: str
+    dirs: list[str]
+    args: dict[str, Any]
+    status: str  # running, done, interrupted
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> BenchRunRecord:
+        return cls(row["id"], row["created_at"], row["out_dir"], json.loads(row["dirs_json"]), json.loads(row["args_json"]),
+                   row["status"], row["finished_at"])
+
+
+@dataclass(frozen=True)
+class BenchItemRecord:
+    run_id: str
+    problem: str  # its name in the suite: the path below the folder given, without .py (level1/19_ReLU)
+    path: str
+    level: int | None
+    ordinal: int
+    session_id: str | None
+    status: str  # pending, running, then one of BENCH_ITEM_DONE or interrupted
+    story: str  # what happened, in a line or a few (a crash's or a hang's account)
+    slot: str  # the GPU (or CPU slot) it ran on
+    wall_s: float | None
+    started_at: str | None
+    finished_at: str | None
+    row: dict[str, Any]  # its line of results.jsonl
+
+    @property
+    def finished(self) -> bool:
+        return self.status in BENCH_ITEM_DONE
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> BenchItemRecord:
+        return cls(row["run_id"], row["problem"], row["path"], row["level"], row["ordinal"], row["session_id"], row["status"],
+                   row["story"], row["slot"], row["wall_s"], row["started_at"], row["finished_at"], json.loads(row["row_json"]))
