@@ -1,0 +1,167 @@
+"""`egg bench` for real on the CPU: problems found as KernelBench lays them out, one session per problem in the
+store, results.jsonl/csv/report.md, a driver killed with SIGKILL resumed, a worker that dies or hangs recorded
+with its story while the suite goes on, and the same jobs as Ray tasks on a local Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.bench.problems import SuiteError, discover, parse_levels
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "data" / "problems" / "tiny"
+SLOW = ROOT / "tests" / "fixtures" / "bench"
+FAST = ["--device", "cpu", "--seeds", "1", "--rounds", "0", "--debug-rounds", "0"]
+
+
+def egg(*args: str, db: Path, timeout: float = 600, check: bool = False) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+    if check and done.returncode != 0:
+        raise AssertionError(f"egg bench {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def results(out: Path) -> dict[str, dict]:
+    return {row["problem"]: row for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+def items(db: Path) -> dict[str, dict]:
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        return {r["problem"]: dict(r) for r in conn.execute("SELECT * FROM bench_items")}
+
+
+def write_problem(path: Path, text: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text or (TINY / "level1" / "15_Swish.py").read_text())
+
+
+def test_problems_are_found_as_kernelbench_lays_them_out(tmp_path):
+    kb = tmp_path / "KernelBench"
+    for name in ("level1/19_ReLU.py", "level1/2_Other.py", "level2/1_Conv.py", "level3/5_Net.py", "level1/.hidden/9_X.py"):
+        write_problem(kb / name)
+    (kb / "level1" / "__init__.py").write_text("")
+    (kb / "level1" / "helpers.py").write_text("def get_inputs():\n    return []\n")  # no class Model: not a problem
+    found = discover([kb])
+    assert [(p.name, p.level) for p in found] == [("level1/2_Other", 1), ("level1/19_ReLU", 1), ("level2/1_Conv", 2), ("level3/5_Net", 3)]
+    assert [p.name for p in discover([kb], levels=parse_levels("2,3"))] == ["level2/1_Conv", "level3/5_Net"]
+    assert [p.name for p in discover([kb], only=["ReLU"])] == ["level1/19_ReLU"]
+    assert [p.name for p in discover([kb], only=["level*/1_*"])] == ["level2/1_Conv"]
+    assert [(p.name, p.level) for p in discover([kb / "level2"])] == [("1_Conv", 2)]  # a level folder given itself
+    with pytest.raises(SuiteError, match="no such folder"):
+        discover([tmp_path / "missing"])
+    with pytest.raises(SuiteError, match="matches --only"):
+        discover([kb], only=["nothing"])
+    with pytest.raises(SuiteError, match="--level takes"):
+        parse_levels("one")
+
+
+def test_bad_input_is_one_line_and_creates_nothing(tmp_path):
+    db = tmp_path / "egg.sqlite"
+    done = egg(str(tmp_path / "nope"), "--out", str(tmp_path / "out"), *FAST, db=db)
+    assert done.returncode == 2 and "no such folder" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+    done = egg(str(TINY), "--resume", "--out", str(tmp_path / "out"), *FAST, db=db)
+    assert done.returncode == 2 and "no bench run to resume" in done.stderr
+
+
+@pytest.mark.timeout(900)
+def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_path):
+    """Three problems one at a time; the driver is killed with SIGKILL once the first has ended; --resume keeps it
+    and runs the rest; `egg bench report` rebuilds the files from the store."""
+    db, out = tmp_path / "egg.sqlite", tmp_path / "out"
+    args = [str(TINY), "--only", "15_Swish", "--only", "23_Softmax", "--only", "17_Clamp", "--out", str(out), *FAST]
+    driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and driver.poll() is None:
+        if (out / "results.jsonl").exists() and any(r["status"] == "done" for r in results(out).values()):
+            break
+        time.sleep(0.2)
+    assert driver.poll() is None, driver.communicate()
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    before = items(db)
+    first_done = {name for name, item in before.items() if item["status"] == "done"}
+    assert len(first_done) >= 1 and len(before) == 3
+    kept_sessions = {name: before[name]["session_id"] for name in first_done}
+
+    done = egg(*args, "--resume", db=db, check=True)
+    after = items(db)
+    assert {name: item["status"] for name, item in after.items()} == dict.fromkeys(before, "done")
+    assert {name: after[name]["session_id"] for name in first_done} == kept_sessions  # not run again
+    table = results(out)
+    assert set(table) == {"level1/15_Swish", "level1/23_Softmax", "level1/17_Clamp_Tanh_Chain"}
+    assert all(r["correct"] and r["level"] == 1 and r["speedup_eager"] is None for r in table.values())  # cpu: nothing timed
+    with sqlite3.connect(db) as conn:  # every session is in the store, done, labelled with the run
+        sessions = dict(conn.execute("SELECT id, status FROM sessions"))
+        assert {after[name]["session_id"] for name in after} <= set(sessions) and set(sessions.values()) == {"done"}
+    report = (out / "report.md").read_text()
+    assert "3/3 done, 3 correct" in report and "| level 1 | eager | 3 | 100% |" in report
+    assert (out / "results.csv").read_text().count("\n") == 4
+    assert "3/3 done, 3 correct" in done.stdout
+
+    (out / "report.md").unlink()
+    (out / "results.jsonl").unlink()
+    rebuilt = subprocess.run([sys.executable, "-m", "pipeline.cli", "bench", "report", str(out)], capture_output=True, text=True, timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "3/3 done, 3 correct" in (out / "report.md").read_text() and set(results(out)) == set(table)
+    again = egg(*args, db=db)  # OUT holds a run: a second start without --resume is refused
+    assert again.returncode == 2 and "--resume goes on with it" in again.stderr
+
+
+@pytest.mark.timeout(900)
+def test_a_worker_that_dies_or_hangs_is_recorded_and_the_suite_goes_on(tmp_path):
+    db, out = tmp_path / "egg.sqlite", tmp_path / "out"
+    args = [str(TINY / "level1" / "15_Swish.py"), str(TINY / "level1" / "23_Softmax.py"), str(SLOW), "--jobs", "2",
+            "--timeout-s", "40", "--out", str(out), *FAST]
+    driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and driver.poll() is None:  # the softmax session's worker dies
+        row = None
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                try:
+                    row = conn.execute("SELECT s.worker_pid FROM bench_items b JOIN sessions s ON s.id = b.session_id "
+                                       "WHERE b.problem = '23_Softmax' AND s.worker_pid IS NOT NULL AND s.status = 'running'").fetchone()
+                except sqlite3.OperationalError:  # the store is being made
+                    pass
+        if row:
+            killed = row[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    assert killed is not None, driver.communicate()
+    stdout, stderr = driver.communicate(timeout=600)
+    assert driver.returncode == 0, stderr
+    table = results(out)
+    assert table["15_Swish"]["status"] == "done" and table["15_Swish"]["correct"]
+    assert table["23_Softmax"]["status"] == "crashed" and "SIGKILL" in table["23_Softmax"]["story"]
+    assert table["level1/1_SlowInit"]["status"] == "hang" and "no result within 40 s" in table["level1/1_SlowInit"]["story"]
+    assert "crashed 1, done 1, hang 1" in (out / "report.md").read_text()
+    assert "1_SlowInit: hang" in stderr
+
+
+@pytest.mark.timeout(900)
+def test_the_same_jobs_run_as_ray_tasks_on_a_local_ray(tmp_path):
+    import ray  # noqa: F401  (egg's optional extra, pip install 'egg[ray]'; the test extras install it)
+
+    db, out = tmp_path / "egg.sqlite", tmp_path / "out"
+    done = egg(str(TINY), "--only", "15_Swish", "--only", "23_Softmax", "--executor", "ray", "--out", str(out), *FAST, db=db, check=True)
+    table = results(out)
+    assert {r["status"] for r in table.values()} == {"done"} and all(r["correct"] for r in table.values())
+    assert all(r["slot"].startswith("ray:") for r in table.values())
+    with sqlite3.connect(db) as conn:  # the tasks' sessions were gathered into the driver's store
+        assert conn.execute("SELECT COUNT(*) FROM sessions WHERE status = 'done'").fetchone()[0] == 2
+    assert "2/2 done, 2 correct" in done.stdout
