@@ -25,6 +25,7 @@ navigation = st.navigation(
         st.Page("pages/session.py", title="Session", icon=":material/biotech:", url_path="session"),
         st.Page("pages/candidates.py", title="Candidates", icon=":material/bar_chart:", url_path="candidates"),
         st.Page("pages/sessions.py", title="Sessions", icon=":material/folder_open:", url_path="sessions"),
+        st.Page("pages/bench.py", title="Bench", icon=":material/leaderboard:", url_path="bench"),
         st.Page("pages/learn.py", title="Learn", icon=":material/school:", url_path="learn"),
         st.Page("pages/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
     ]

@@ -29,7 +29,7 @@ from pipeline.sessions.gates import REVIEW_MODES
 from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings
 from pipeline.stages.method import Budget
 from pipeline.store import BUSY_TIMEOUT_S, Contention, GateClosed, Store, StoreError
-from pipeline.store.records import CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
+from pipeline.store.records import BenchRunRecord, CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
 from pipeline.types import EvalOptions, EvalResult, from_jsonable
 
 DB_VARIABLE = "EGG_DB"
@@ -623,3 +623,56 @@ def keys_present(environ: dict[str, str] | None = None) -> dict[str, bool]:
 def gpu_visible() -> bool:
     """Whether an NVIDIA GPU is visible to this machine (without importing torch or initializing CUDA)."""
     return Path("/dev/nvidiactl").exists() and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != ""
+
+
+# bench runs ------------------------------------------------------------------------------------------------------
+
+RECORDED_BENCH_DIR = RECORDED_DIR / "bench"
+
+
+def bench_runs(store: Store) -> list[BenchRunRecord]:
+    return store.bench_runs()
+
+
+def bench_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """A run's rows as results.jsonl holds them (for items not yet ended: what their sessions say now)."""
+    from pipeline.bench.results import rows
+
+    if store.bench_run(run_id) is None:
+        raise ApiError(f"no bench run {run_id!r} in {store.path}")
+    return rows(store, run_id)
+
+
+def export_bench(store: Store, run_id: str, note: str = "") -> dict[str, Any]:
+    """A bench run's record and rows as one JSON value (its sessions stay in their store): to show it elsewhere."""
+    run = store.bench_run(run_id)
+    if run is None:
+        raise ApiError(f"no bench run {run_id!r} in {store.path}")
+    header = {**dataclasses.asdict(run), "out_dir": Path(run.out_dir).name, "dirs": [Path(d).name for d in run.dirs]}
+    header["args"] = {k: v for k, v in run.args.items() if k != "argv"}
+    return {"version": BUNDLE_VERSION, "note": note, "run": header, "rows": bench_rows(store, run_id)}
+
+
+def import_bench(store: Store, bundle: dict[str, Any]) -> BenchRunRecord:
+    """A recorded bench run in this store (once): its rows, without its sessions (they did not travel)."""
+    if bundle.get("version") != BUNDLE_VERSION:
+        raise ApiError(f"not a recorded bench run of this egg (version {bundle.get('version')!r}, expected {BUNDLE_VERSION})")
+    run = bundle["run"]
+    existing = store.bench_run(run["id"])
+    if existing is not None:
+        return existing
+    items = [{"problem": r["problem"], "path": r["problem"], "level": r["level"], "ordinal": n, "status": r["status"], "story": r.get("story", ""),
+              "slot": r.get("slot", ""), "wall_s": r.get("wall_s"), "row": {**r, "session_id": None, "recorded_session": r.get("session_id")}}
+             for n, r in enumerate(bundle["rows"])]
+    store.create_bench_run(run["id"], out_dir=run["out_dir"], dirs=run["dirs"], args={**run["args"], "recorded": bundle.get("note", "") or True},
+                           items=[{k: v for k, v in i.items() if k in ("problem", "path", "level", "ordinal")} for i in items])
+    for i in items:
+        store.update_bench_item(run["id"], i["problem"], status=i["status"], story=i["story"], slot=i["slot"], wall_s=i["wall_s"], row=i["row"])
+    store.update_bench_run(run["id"], status=run["status"], finished_at=run["finished_at"])
+    return store.bench_run(run["id"])
+
+
+def import_recorded_bench(store: Store) -> list[BenchRunRecord]:
+    """Every bundled recorded bench run (data/recorded/bench/*.json) in this store."""
+    paths = sorted(RECORDED_BENCH_DIR.glob("*.json")) if RECORDED_BENCH_DIR.is_dir() else []
+    return [import_bench(store, json.loads(path.read_text(encoding="utf-8"))) for path in paths]

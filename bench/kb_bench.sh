@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# `egg bench` over KernelBench's own problem files on the GPU machine, with the expert backend (no model).
+# Carry .whl (the CLI's wheels), .kb (KernelBench/levelN/*.py fetched from its repository, never committed) and, to
+# go on with a run an earlier call began, egg-out/kb (its store and OUT): a call that finds egg-out/kb/out/bench.json
+# passes --resume. The run is stopped with SIGINT before the call's limit (finished problems are kept) and
+# egg-out/kb comes back as $OUT/kb.tar.gz.
+set -uo pipefail
+SITE=${SITE:-/tmp/site}
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl
+export PYTHONPATH=$SITE:$PWD
+nvidia-smi -L
+RESUME=""
+[ -f egg-out/kb/out/bench.json ] && RESUME=--resume
+timeout -s INT "${BENCH_S:-540}" python3 -m pipeline.cli bench .kb/KernelBench --expert --device cuda --gpus "${GPUS:-all}" \
+  --seeds "${SEEDS:-2}" --rounds "${ROUNDS:-1}" --max-wall-s "${WALL_S:-40}" --timeout-s "${TIMEOUT_S:-150}" \
+  --out egg-out/kb/out --db egg-out/kb/egg.sqlite $RESUME
+echo "egg bench exited $?"
+tar czf "$OUT/kb.tar.gz" -C egg-out kb
