@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.store import Store
-from pipeline.store.records import BenchItemRecord, BenchRunRecord, SessionRecord
+from pipeline.store.records import BENCH_ITEM_DONE, BenchItemRecord, BenchRunRecord, SessionRecord
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 BASELINES = ("eager", "compile", "compile_max_autotune")
@@ -52,6 +52,7 @@ def row_for(item: BenchItemRecord, session: SessionRecord | None) -> dict[str, A
         "problem": item.problem, "level": item.level, "status": item.status, "correct": correct,
         "best_is_reference": bool(outcome.get("best_is_reference", True)), "keeps_reference": bool(outcome.get("keeps_reference", True)),
         "reverified": bool(outcome.get("reverified")), "headline": outcome.get("headline", ""),
+        "candidates": outcome.get("candidates", 0), "stopped": outcome.get("stopped", ""),
         "kernel_ms": _ms(timing) if correct else None,
     }
     speedups = outcome.get("speedups") or {}
@@ -116,7 +117,7 @@ def kernel_or_reference(row: dict[str, Any], baseline: str) -> float | None:
 
 def summary(table: list[dict[str, Any]]) -> dict[str, Any]:
     """The live summary line's numbers: done, correct, fast_1 and the kernels' geomean against eager so far."""
-    finished = [r for r in table if r["status"] not in ("pending", "running")]
+    finished = [r for r in table if r["status"] in BENCH_ITEM_DONE]
     correct = sum(1 for r in finished if r["correct"])
     fast = sum(1 for r in finished if r["correct"] and (r.get("speedup_eager") or 0.0) > 1.0)
     timed = any(r.get("eager_ms") for r in finished)
@@ -180,6 +181,15 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
              f"executor {args.get('executor')}, slots {', '.join(args.get('slots') or []) or '-'}; started {run.created_at}, "
              f"{'finished ' + run.finished_at if run.finished_at else 'status ' + run.status}.",
              "", "Problems by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) + "."]
+    correct = [r for r in table if r["correct"]]
+    if correct:
+        unverified = [r for r in correct if not r.get("reverified")]
+        lines += ["", f"{len(correct) - len(unverified)} of the {len(correct)} verified kernels were judged again in a fresh process on a "
+                  "held-out seed" + (f"; {len(unverified)} carry their verdict from the search, the wall budget having run out first "
+                                    f"({', '.join(r['problem'] for r in unverified[:8])}{', ...' if len(unverified) > 8 else ''})" if unverified else "") + "."]
+    stopped = [r for r in table if r.get("stopped")]
+    if stopped:
+        lines += ["", f"{len(stopped)} of {len(table)} problems stopped early ({stopped[0]['stopped']}" + (", ..." if len(stopped) > 1 else "") + ")."]
     if not timed:
         lines += ["", "Nothing was timed (device cpu: Triton's interpreter checks correctness only), so there is no fast_p "
                   "and no speedup below; `correct` is the share whose verified kernel passed the judge."]
