@@ -58,9 +58,13 @@ def render_run(run: BenchRunRecord) -> None:
         st.markdown("**Speedup vs eager per level** (a problem with no verified kernel at 1.0x)")
         st.plotly_chart(levels_figure(rows), width="stretch", config=PLOT, key="bench_levels")
     gains = stage_gains(rows)
-    if gains:
+    if any(n >= 2 for _, _, n in gains):
         st.markdown("**Per-stage gains**")
         st.plotly_chart(stage_gains_figure(gains), width="stretch", config=PLOT, key="bench_stages")
+    else:
+        reached = max((n for _, _, n in gains), default=0)
+        st.caption(f"Per-stage gains: {reached} problem(s) ended a stage with a timed kernel, too few for a plot "
+                   "(a run whose wall budget stopped the problems inside stage 1).")
 
 
 def render_compare(runs: list[BenchRunRecord]) -> None:

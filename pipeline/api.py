@@ -662,12 +662,11 @@ def import_bench(store: Store, bundle: dict[str, Any]) -> BenchRunRecord:
     if existing is not None:
         return existing
     items = [{"problem": r["problem"], "path": r["problem"], "level": r["level"], "ordinal": n, "status": r["status"], "story": r.get("story", ""),
-              "slot": r.get("slot", ""), "wall_s": r.get("wall_s"), "row": {**r, "session_id": None, "recorded_session": r.get("session_id")}}
+              "slot": r.get("slot", ""), "wall_s": r.get("wall_s"),
+              "row_json": json.dumps({**r, "session_id": None, "recorded_session": r.get("session_id")}, sort_keys=True)}
              for n, r in enumerate(bundle["rows"])]
     store.create_bench_run(run["id"], out_dir=run["out_dir"], dirs=run["dirs"], args={**run["args"], "recorded": bundle.get("note", "") or True},
-                           items=[{k: v for k, v in i.items() if k in ("problem", "path", "level", "ordinal")} for i in items])
-    for i in items:
-        store.update_bench_item(run["id"], i["problem"], status=i["status"], story=i["story"], slot=i["slot"], wall_s=i["wall_s"], row=i["row"])
+                           items=items, created_at=run["created_at"])
     store.update_bench_run(run["id"], status=run["status"], finished_at=run["finished_at"])
     return store.bench_run(run["id"])
 

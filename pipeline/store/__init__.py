@@ -158,10 +158,11 @@ class Store:
     # bench runs (egg bench) -----------------------------------------------------------------------------------------
 
     def create_bench_run(self, run_id: str, *, out_dir: str, dirs: list[str], args: dict[str, Any],
-                         items: list[dict[str, Any]]) -> None:
-        """A suite run and its items (problem, path, level, ordinal), pending, in one transaction."""
+                         items: list[dict[str, Any]], created_at: str | None = None) -> None:
+        """A suite run and its items (problem, path, level, ordinal; pending unless they say otherwise), in one
+        transaction."""
         def write(db: Database) -> None:
-            db["bench_runs"].insert({"id": run_id, "created_at": now_text(), "out_dir": out_dir, "dirs_json": json.dumps(dirs),
+            db["bench_runs"].insert({"id": run_id, "created_at": created_at or now_text(), "out_dir": out_dir, "dirs_json": json.dumps(dirs),
                                      "args_json": json.dumps(args, sort_keys=True), "status": "running"})
             db["bench_items"].insert_all([{**item, "run_id": run_id} for item in items])
         self._write(write)
