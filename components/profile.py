@@ -65,21 +65,24 @@ def all_metrics(kernel: KernelProfile) -> list[dict[str, str]]:
     return rows
 
 
-def render_profile(report: ProfileReport, *, expert: bool) -> None:
+def render_profile(report: ProfileReport, *, expert: bool, hide_verdict: bool = False) -> None:
+    """The report; with `hide_verdict` (a learner about to predict) the numbers only: no class, no summary, no
+    evidence meanings that name it."""
     st.caption(f"rests on {SOURCE_TEXT.get(report.source, report.source)}" + (f" · {report.ceilings.device}" if report.ceilings else ""))
     overall = report.overall
     if overall is None:
         st.warning("the profiler saw no kernel")
         return
-    distance = f", {overall.roofline_distance_pct:.0f}% from the roofline" if overall.roofline_distance_pct is not None else ""
-    st.markdown(f"**{overall.kind}**{' (predicted)' if overall.predicted else ''}{distance}: {overall.summary}")
-    st.dataframe([{"metric": e.metric, "value": e.value if isinstance(e.value, str) else f"{e.value:.4g}", "meaning": e.meaning}
+    if not hide_verdict:
+        distance = f", {overall.roofline_distance_pct:.0f}% from the roofline" if overall.roofline_distance_pct is not None else ""
+        st.markdown(f"**{overall.kind}**{' (predicted)' if overall.predicted else ''}{distance}: {overall.summary}")
+    st.dataframe([{"metric": e.metric, "value": e.value if isinstance(e.value, str) else f"{e.value:.4g}"} | ({} if hide_verdict else {"meaning": e.meaning})
                   for e in overall.evidence], hide_index=True, width="stretch")
     figure = sol_figure(report.kernels)
     if figure is not None:
         st.plotly_chart(figure, width="stretch", config={"displayModeBar": False})
     for kernel in sorted(report.kernels, key=lambda k: -(k.duration_ms or 0.0)):
-        title = f"{kernel.name} ×{kernel.calls}" + (f": {kernel.classification.kind}" if kernel.classification else "")
+        title = f"{kernel.name} ×{kernel.calls}" + (f": {kernel.classification.kind}" if kernel.classification and not hide_verdict else "")
         with st.expander(title, expanded=not expert and len(report.kernels) == 1):
             st.dataframe(all_metrics(kernel) if expert else key_metrics(kernel), hide_index=True, width="stretch")
     if report.floor_ms:

@@ -57,19 +57,27 @@ def report_kind(gate: GateRecord) -> str | None:
 
 def render_plan_replay(record: SessionRecord, gate: GateRecord) -> None:
     report = gate.payload.get("report")
-    if report:
-        render_profile(from_jsonable(ProfileReport, report), expert=st.toggle("expert view", key=f"expert_{gate.id}"))
     plan = gate.payload.get("proposal")
     revealed = st.session_state.get(f"revealed_{gate.id}")
-    if plan and revealed is None:
-        st.markdown("**Before the plan is shown: what limits this kernel?**")
-        st.radio("your prediction", PREDICTABLE, key=f"predict_{gate.id}", horizontal=True)
-        st.button("Reveal the plan", key="predict_reveal", on_click=predict, args=(record, gate))
+    asking = bool(plan) and revealed is None
+    if report:  # while the learner predicts: the numbers, not the profiler's class
+        render_profile(from_jsonable(ProfileReport, report), expert=st.toggle("expert view", key=f"expert_{gate.id}"), hide_verdict=asking)
+    if asking:
+        st.markdown("**Before the plan is shown: what limits this kernel?** Read the numbers above: the speed-of-light bars, "
+                    "occupancy, waves.")
+        st.radio("your prediction", PREDICTABLE, key=f"predict_{gate.id}", horizontal=True, index=None)
+        st.button("Reveal the plan", key="predict_reveal", on_click=predict, args=(record, gate),
+                  disabled=st.session_state.get(f"predict_{gate.id}") is None, help="choose a prediction first")
         return
     if plan:
         actual, named = answer(plan, report_kind(gate)), top_bottleneck(plan)
         said = f"the plan's top bottleneck is {named}" + ("" if named == actual else f"; the profiler measured {actual}")
         (st.success if revealed == actual else st.warning)(f"you said {revealed}; {said}")
+        if revealed != actual and report:
+            overall = (report.get("overall") or {})
+            why = "; ".join(f"{e['metric']} = {e['value'] if isinstance(e['value'], str) else format(e['value'], '.4g')}: {e['meaning']}"
+                            for e in overall.get("evidence", [])[:4])
+            st.markdown(f"**Why {actual}:** {overall.get('summary', '')}" + (f" The evidence: {why}." if why else ""))
         render_plan(Diagnosis.model_validate(plan))
     else:
         st.info(f"no plan was proposed here: {gate.payload.get('note', '')}")

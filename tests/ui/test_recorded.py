@@ -86,3 +86,21 @@ def test_the_learn_page_scores_a_prediction_against_a_real_ncu_measurement(app, 
     app.button(key="predict_reveal").click().run()
     assert any("you said memory_bound" in s.value and "the profiler measured memory_bound" in s.value for s in app.success)
     assert api.prediction_score(api.open_store(db), "learner") == (1, 1)
+
+
+def test_the_learn_page_hides_the_answer_until_the_guess_and_explains_a_wrong_one(app, db):
+    app.switch_page("pages/learn.py").run()
+    sessions = {s.problem_name: s.id for s in api.list_sessions(api.open_store(db))}
+    app.selectbox(key="replay_pick").set_value(sessions["23_Softmax"]).run()
+    while not any(r.key and r.key.startswith("predict_") for r in app.radio):
+        app.button(key="replay_next").click().run()
+    radio = next(r for r in app.radio if r.key.startswith("predict_"))
+    shown = " ".join(m.value for m in app.markdown)
+    assert radio.value is None and app.button(key="predict_reveal").disabled  # nothing chosen for the learner
+    assert "memory_bound" not in shown and "**memory_bound**" not in shown  # the profiler's class is not on screen
+    assert all("meaning" not in frame.value.columns for frame in app.dataframe)  # nor the evidence's reading of it
+    radio.set_value("compute_bound_fma").run()
+    app.button(key="predict_reveal").click().run()
+    assert any("you said compute_bound_fma" in w.value for w in app.warning)
+    assert any(m.value.startswith("**Why memory_bound:**") and "The evidence:" in m.value for m in app.markdown)
+    assert any("**memory_bound**" in m.value for m in app.markdown)  # and now the report says it
