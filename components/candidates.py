@@ -49,16 +49,21 @@ def stage_gains_figure(gains: list[tuple[str, float]]) -> go.Figure:
     return figure
 
 
-def times_figure(rows: Sequence[CandidateRow]) -> go.Figure:
+def times_figure(rows: Sequence[CandidateRow]) -> go.Figure | None:
+    """Each timed candidate's median over the session, coloured by status; None when nothing was timed (the CPU).
+    Candidates without a time are counted in the legend, never drawn at a height they do not have."""
+    timed = [r for r in rows if r.median_ms]
+    if not timed:
+        return None
     figure = go.Figure()
-    timed_floor = min((r.median_ms for r in rows if r.median_ms), default=1.0)
     for status in sorted({r.status for r in rows}, key=lambda s: (s != "ok", s or "")):
-        group = [r for r in rows if r.status == status]
-        y = [r.median_ms if r.median_ms else timed_floor * 0.8 for r in group]  # untimed ones sit under the axis' data
-        figure.add_scatter(x=[r.id for r in group], y=y, mode="markers", name=status or "not judged",
+        group = [r for r in timed if r.status == status]
+        untimed = sum(1 for r in rows if r.status == status and not r.median_ms)
+        name = (status or "not judged") + (f" ({untimed} not timed)" if untimed else "")
+        figure.add_scatter(x=[r.id for r in group], y=[r.median_ms for r in group], mode="markers", name=name,
                            marker={"color": STATUS_COLOURS.get(status, "#9e9e9e"), "size": 9, "symbol": "circle" if status == "ok" else "x"},
                            text=[f"{r.stage}/{r.origin}: {r.reason[:80]}" for r in group], hovertemplate="candidate %{x}: %{text}<extra></extra>")
-    figure.update_layout(xaxis_title="candidate (in the order judged)", yaxis_title="median ms (failed: not timed)", yaxis_type="log",
+    figure.update_layout(xaxis_title="candidate (in the order judged)", yaxis_title="median ms", yaxis_type="log",
                          height=340, margin={"l": 10, "r": 10, "t": 20, "b": 10})
     return figure
 
@@ -68,7 +73,11 @@ def roofline_figure(rows: Sequence[CandidateRow], ceilings: Ceilings, costs: Pro
     timed candidate at the problem's intensity (the same work for all, so they differ only in height)."""
     intensity = costs.intensity()
     timed = [r for r in rows if r.median_ms and r.status == "ok"]
-    if not intensity or not costs.flops or not timed:
+    if not timed:
+        return None
+    if not costs.flops:  # no matmul or convolution FLOPs (softmax, norms, GELU): the memory roof is the only one
+        return bandwidth_figure(timed, ceilings, costs)
+    if not intensity:
         return None
     peak = ceilings.compute_flops_per_s(precision) or max(ceilings.matmul_flops_per_s.values())
     bandwidth = ceilings.copy_bytes_per_s
@@ -82,4 +91,21 @@ def roofline_figure(rows: Sequence[CandidateRow], ceilings: Ceilings, costs: Pro
     figure.update_layout(xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
                          yaxis={"type": "log", "title": f"TFLOP/s ({precision} peak {peak / 1e12:.0f})"}, height=360,
                          margin={"l": 10, "r": 10, "t": 20, "b": 10}, title={"text": ceilings.device, "font": {"size": 12}})
+    return figure
+
+
+def bandwidth_figure(timed: Sequence[CandidateRow], ceilings: Ceilings, costs: ProblemCosts) -> go.Figure | None:
+    """A problem with no FLOPs the counter sees is bound by memory: each timed candidate's effective bandwidth (the
+    problem's fewest bytes over its time) against the measured copy bandwidth, the roof no kernel passes."""
+    if not costs.min_bytes or not ceilings.copy_bytes_per_s:
+        return None
+    roof = ceilings.copy_bytes_per_s / 1e9
+    achieved = [costs.min_bytes / (r.median_ms / 1e3) / 1e9 for r in timed]
+    figure = go.Figure()
+    figure.add_bar(x=[f"candidate {r.id}" for r in timed], y=achieved, name="effective bandwidth",
+                   text=[f"{a:.0f} GB/s ({100 * a / roof:.0f}%)" for a in achieved], textposition="outside", cliponaxis=False,
+                   hovertext=[f"{r.median_ms:.4g} ms for {costs.min_bytes / 1e6:.4g} MB" for r in timed], hoverinfo="text")
+    figure.add_hline(y=roof, line_dash="dot", annotation_text=f"memory roof {roof:.0f} GB/s ({ceilings.source})")
+    figure.update_layout(yaxis={"title": "GB/s: the problem's fewest bytes / median time", "range": [0, roof * 1.15]}, height=360,
+                         margin={"l": 10, "r": 10, "t": 30, "b": 10}, title={"text": f"{ceilings.device}: memory roof (no FLOPs to plot)", "font": {"size": 12}})
     return figure

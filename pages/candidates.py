@@ -44,13 +44,17 @@ def render_plots(record: SessionRecord, rows) -> None:
         else:
             st.info("No timed stage yet (the CPU times nothing): the gains appear once a session on a GPU has finished a stage.")
     with tabs[1]:
-        st.plotly_chart(times_figure(rows), width="stretch")
+        times = times_figure(rows)
+        if times is None:
+            st.info("No candidate was timed (the CPU checks correctness only): the times appear for a session on a GPU.")
+        else:
+            st.plotly_chart(times, width="stretch")
     with tabs[2]:
         report = latest_report(record)
         ceilings = report.ceilings if report and report.ceilings else nominal()
         figure = roofline_figure(rows, ceilings, report.costs, "bf16" if report and report.costs and set(report.costs.dtypes) & {"float16", "bfloat16"} else "fp32") if report and report.costs else None
         if figure is None:
-            st.info("No roofline yet: it needs a timed candidate and the problem's costs (from a profile).")
+            st.info("No roofline yet: it needs a timed candidate and the problem's costs (from a profile of a session on a GPU).")
         else:
             st.plotly_chart(figure, width="stretch")
             st.caption(f"ceilings: {ceilings.source} ({ceilings.device})")

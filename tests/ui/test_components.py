@@ -148,10 +148,16 @@ def row(cid: int, status: str | None, ms: float | None, stage: str = "algorithm"
 
 def test_the_plots_are_built_from_the_candidates():
     rows = [row(1, "ok", 2.0), row(2, "mismatch", None), row(3, "ok", 1.0, "tiling")]
-    assert [t.name for t in times_figure(rows).data] == ["ok", "mismatch"]
+    assert [t.name for t in times_figure(rows).data] == ["ok", "mismatch (1 not timed)"]
     assert stage_gains(rows, 4.0, {"algorithm": 2.0, "parallel_mapping": 2.0, "tiling": 1.0, "memory": None}) == [
         ("algorithm", 2.0), ("parallel_mapping", 2.0), ("tiling", 4.0)]
     figure = roofline_figure(rows, nominal(), ProblemCosts(10**9, 4 * 10**9, ("float32",)), "fp32")
     points = figure.data[1]
     assert list(points.x) == [0.25, 0.25] and [round(y, 3) for y in points.y] == [0.5, 1.0]  # 1 GFLOP in 2 and 1 ms
-    assert roofline_figure(rows, nominal(), ProblemCosts(0, 10, ("float32",)), "fp32") is None  # no FLOPs: no roofline
+    memory = roofline_figure(rows, nominal(), ProblemCosts(0, 4 * 10**9, ("float32",)), "fp32")  # no FLOPs: the memory roof
+    assert list(memory.data[0].x) == ["candidate 1", "candidate 3"] and [round(y) for y in memory.data[0].y] == [2000, 4000]
+    assert memory.layout.shapes[0].y0 == nominal().copy_bytes_per_s / 1e9  # the roof drawn, not invented
+    assert roofline_figure([row(2, "mismatch", None)], nominal(), ProblemCosts(0, 10, ("float32",)), "fp32") is None  # nothing timed
+    untimed = times_figure([row(1, "ok", None), row(2, "mismatch", None)])  # the CPU times nothing: nothing is plotted
+    assert untimed is None
+    assert all(y is not None for trace in times_figure(rows).data for y in trace.y)  # only timed candidates have a height

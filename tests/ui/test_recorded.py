@@ -104,3 +104,21 @@ def test_the_learn_page_hides_the_answer_until_the_guess_and_explains_a_wrong_on
     assert any("you said compute_bound_fma" in w.value for w in app.warning)
     assert any(m.value.startswith("**Why memory_bound:**") and "The evidence:" in m.value for m in app.markdown)
     assert any("**memory_bound**" in m.value for m in app.markdown)  # and now the report says it
+
+
+def test_the_candidates_page_of_a_recorded_h200_session_draws_its_roof(app, db):
+    """The recorded sessions' problems have no FLOPs the counter sees (softmax, layernorm, GELU): the roof drawn is
+    the measured memory roof, with every timed candidate's effective bandwidth under it."""
+    store = api.open_store(db)
+    record = next(r for r in (api.import_bundle(store, json.loads(b.read_text())) for b in BUNDLES) if r.problem_name == "23_Softmax")
+    app.switch_page("pages/candidates.py")
+    app.query_params["id"] = record.id
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert not any("No roofline yet" in i.value for i in app.info)
+    figures = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+    roof = next(f for f in figures if "memory roof" in f["layout"].get("title", {}).get("text", ""))
+    achieved = roof["data"][0]["y"]
+    ceiling = roof["layout"]["shapes"][0]["y0"]
+    assert len(achieved) == len(api.candidate_rows(store, record.id)) and all(0 < a <= ceiling * 1.05 for a in achieved)
+    assert "H200" in roof["layout"]["title"]["text"]
