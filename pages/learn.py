@@ -22,7 +22,9 @@ from pipeline.types import EvalResult, from_jsonable
 
 def init_page_state() -> None:
     st.session_state.setdefault("replay_index", 0)
-    st.session_state.setdefault("who", "learner")
+    # the name lives in a key of its own: a widget's key is dropped when another page is shown, and the name with it
+    st.session_state.setdefault("learner_name", "learner")
+    st.session_state["who"] = st.session_state["learner_name"]
 
 
 @st.cache_data(ttl=60)
@@ -96,24 +98,36 @@ def render_gate_replay(record: SessionRecord, gate: GateRecord) -> None:
         render_verdict(from_jsonable(EvalResult, payload["verdict"]))
     else:
         render_stage_end(payload)
-    if gate.decision is not None and (gate.kind != "plan" or st.session_state.get(f"revealed_{gate.id}") is not None or not payload.get("proposal")):
+    hidden = gate.kind == "plan" and st.session_state.get(f"revealed_{gate.id}") is None and payload.get("proposal")
+    if gate.decision is not None and not hidden:
         d = gate.decision
         st.markdown(f"**Decision:** {d.action} by {d.who}" + (f" - {d.feedback}" if d.feedback else ""))
+    elif gate.decision is None and not gate.reviewed and not hidden:
+        st.caption("not reviewed in this session's review mode: it went on as proposed")
 
 
 def step(delta: int, count: int) -> None:
     st.session_state["replay_index"] = min(max(0, st.session_state["replay_index"] + delta), count - 1)
 
 
+def replayable() -> list[SessionRecord]:
+    """The bundled recordings first, then every other finished session of the store (a person's own included)."""
+    bundled = recorded()
+    seen = {s.id for s in bundled}
+    return bundled + [s for s in api.list_sessions(store(), limit=200) if s.status == "done" and s.id not in seen]
+
+
 def render_replay() -> None:
-    sessions = recorded()
+    sessions = replayable()
     if not sessions:
-        st.info("No recorded session is bundled in data/recorded.")
+        st.info("No recorded session is bundled in data/recorded, and no session of this store has finished.")
         return
-    labels = {s.id: f"{s.problem_name} · {s.backend.get('describe', '')} · {s.outcome.get('headline', '')}" for s in sessions}
-    chosen = st.selectbox("Recorded session", list(labels), format_func=labels.get, key="replay_pick", on_change=lambda: st.session_state.update(replay_index=0))
+    labels = {s.id: f"{'recorded' if s.backend.get('recorded') else 'yours'} · {s.problem_name} · {s.backend.get('describe', '')} · {s.outcome.get('headline', '')}"
+              for s in sessions}
+    chosen = st.selectbox("Session to replay", list(labels), format_func=labels.get, key="replay_pick", on_change=lambda: st.session_state.update(replay_index=0))
     record = store().session(chosen)
-    gates = [g for g in store().gates(chosen) if g.reviewed or g.kind == "plan"]
+    # every gate, decided by a person or passed by the review mode: verdicts and stage ends are the outcomes of the plans
+    gates = store().gates(chosen)
     if not gates:
         st.info("this recording has no gates")
         return
@@ -129,7 +143,8 @@ def render_replay() -> None:
 
 def render() -> None:
     st.title("Learn")
-    st.text_input("Your name (for the prediction score)", key="who")
+    st.text_input("Your name (for the prediction score)", key="who",
+                  on_change=lambda: st.session_state.update(learner_name=st.session_state["who"] or "learner"))
     lessons_tab, replay_tab = st.tabs(["The stages", "Recorded sessions"])
     with lessons_tab:
         render_lessons()

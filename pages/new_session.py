@@ -69,7 +69,7 @@ def backend_choice() -> BackendSpec | None:
         st.caption("No model configured (EGG_LLM or egg.yaml): the default is egg's expert backend.")
     kind = st.radio("Backend", list(BACKENDS), index=list(BACKENDS).index(default.kind), format_func=BACKENDS.get, key="backend_kind")
     if kind == "llm":
-        spec = st.text_input("Model (PROVIDER:MODEL[@BASE_URL])", value=default.spec if default.kind == "llm" else os.environ.get("EGG_LLM", ""),
+        spec = st.text_input("Model (PROVIDER:MODEL\\[@BASE_URL\\])", value=default.spec if default.kind == "llm" else os.environ.get("EGG_LLM", ""),
                              key="backend_spec", placeholder="openai:gpt-5.1")
         return BackendSpec("llm", spec.strip(), default.config) if spec.strip() else None
     if kind == "script":

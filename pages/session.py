@@ -113,7 +113,8 @@ TITLES = {"plan": "Plan gate", "kernel": "Kernel gate", "verdict": "Verdict gate
 
 
 def render_gate(record: SessionRecord, gate: GateRecord) -> None:
-    st.header(f"{TITLES[gate.kind]} · {gate.stage} · gate {gate.id}")
+    number = 1 + sum(1 for g in store().gates(record.id, with_payload=False) if g.id < gate.id)  # this session's own count
+    st.header(f"{TITLES[gate.kind]} · {gate.stage} · gate {number}", help=f"gate id {gate.id} (egg gate decide {record.id} {gate.id} ...)")
     feedback_label = RENDERERS[gate.kind](gate)
     has_proposal = gate.payload.get("proposal") is not None
     heard = record.backend.get("kind") != "none"

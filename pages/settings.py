@@ -20,7 +20,7 @@ def render() -> None:
         st.write(f"A new session gets **{backend.describe()}** by default.")
     except BackendError as error:
         st.error(f"the model configuration is broken: {error}")
-    st.caption("Set a model with EGG_LLM=PROVIDER:MODEL[@BASE_URL] or llm.spec in egg.yaml, before starting the app.")
+    st.caption("Set a model with `EGG_LLM=PROVIDER:MODEL[@BASE_URL]` or `llm.spec` in egg.yaml, before starting the app.")
     st.subheader("Keys")
     st.caption("egg reads keys from the environment (or egg.yaml) and never shows, stores or logs them.")
     st.dataframe([{"variable": name, "present": "yes" if present else "no"} for name, present in api.keys_present().items()],

@@ -122,3 +122,25 @@ def test_the_candidates_page_of_a_recorded_h200_session_draws_its_roof(app, db):
     ceiling = roof["layout"]["shapes"][0]["y0"]
     assert len(achieved) == len(api.candidate_rows(store, record.id)) and all(0 < a <= ceiling * 1.05 for a in achieved)
     assert "H200" in roof["layout"]["title"]["text"]
+
+
+def test_the_learn_replay_walks_through_verdicts_and_stage_ends(app, db):
+    app.switch_page("pages/learn.py").run()
+    sessions = {s.problem_name: s.id for s in api.list_sessions(api.open_store(db))}
+    app.selectbox(key="replay_pick").set_value(sessions["23_Softmax"]).run()
+    seen = set()
+    for _ in range(60):
+        seen |= {h.value.split(" gate")[0].split(" ·")[0] for h in app.subheader}
+        if app.button(key="replay_next").disabled:
+            break
+        app.button(key="replay_next").click().run()
+        assert not app.exception
+    assert {"plan", "kernel", "verdict", "stage_end"} <= seen, seen
+
+
+def test_the_learners_name_survives_a_visit_to_another_page(app, db):
+    app.switch_page("pages/learn.py").run()
+    app.text_input(key="who").set_value("ada").run()
+    app.switch_page("pages/sessions.py").run()
+    app.switch_page("pages/learn.py").run()
+    assert app.text_input(key="who").value == "ada"
