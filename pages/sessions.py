@@ -15,7 +15,7 @@ def init_page_state() -> None:
 
 
 def rows(sessions: list[SessionRecord]) -> list[dict]:
-    return [{"id": s.id, "problem": s.problem_name, "status": s.status, "stage": s.stage, "review": s.review,
+    return [{"id": s.id, "problem": s.problem_name, "status": "cancelling" if s.cancel_requested and not s.finished else s.status, "stage": s.stage, "review": s.review,
              "backend": s.backend.get("describe", s.backend.get("kind")), "device": s.device,
              "outcome": s.outcome.get("headline", ""), "branch of": s.parent_id or "", "label": s.label, "created": s.created_at[:19]}
             for s in sessions]
@@ -31,8 +31,16 @@ def act(action, *args) -> None:
 
 
 def branch(session_id: str) -> None:
-    """The gate is read when the button is pressed (a callback's arguments are those of the last rerun)."""
-    act(api.branch, session_id, st.session_state["branch_gate"])
+    """The gate is read when the button is pressed (a callback's arguments are those of the last rerun); the branch
+    gets its worker at once, so it is waiting at that gate when the person opens it."""
+    try:
+        record = api.branch(store(), session_id, st.session_state["branch_gate"])
+        api.start_worker(store(), record.id)
+    except api.ApiError as error:
+        st.session_state["sessions_message"] = f"error: {error}"
+        return
+    st.session_state["sessions_message"] = ""
+    st.session_state["sessions_branched"] = record.id
 
 
 def render_actions(record: SessionRecord) -> None:
@@ -41,7 +49,9 @@ def render_actions(record: SessionRecord) -> None:
     columns[0].page_link("pages/session.py", label="Open", query_params={"id": record.id})
     columns[1].button("Resume", key="sessions_resume", disabled=not record.resumable or alive, on_click=act, args=(api.resume, record.id),
                       help="start a worker for a session that has none (a failed one is retried)")
-    columns[2].button("Cancel", key="sessions_cancel", disabled=record.finished, on_click=act, args=(api.cancel, record.id))
+    with columns[2].popover("Cancel", disabled=record.finished):
+        st.markdown(f"Cancel session **{record.id}** ({record.problem_name})? Its worker stops at the next step; what it judged stays in the store.")
+        st.button("Yes, cancel it", key="sessions_cancel", type="primary", on_click=act, args=(api.cancel, record.id))
     gates = store().gates(record.id, with_payload=False)
     with columns[3].popover("Branch from a gate", disabled=not gates):
         st.selectbox("gate", [g.id for g in gates], key="branch_gate",
@@ -92,6 +102,10 @@ def render() -> None:
     render_actions(store().session(chosen))
     if st.session_state["sessions_message"]:
         st.info(st.session_state["sessions_message"])
+    branched = st.session_state.get("sessions_branched")
+    if branched:
+        st.success(f"branch {branched} created; its worker is running it to the gate you branched from")
+        st.page_link("pages/session.py", label=f"Open the branch {branched}", query_params={"id": branched}, icon=":material/call_split:")
     render_compare(sessions)
 
 

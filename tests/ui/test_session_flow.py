@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import json
 
 from streamlit.testing.v1 import AppTest
@@ -103,4 +105,12 @@ def test_an_expert_walks_a_session_through_its_gates(app, db, script):
     app.selectbox(key="branch_gate").set_value(plan_gate.id)
     app.button(key="sessions_branch").click().run()
     branch = next(s for s in store.sessions() if s.parent_id == session_id)
-    assert branch.branch_gate_key == plan_gate.key and any(branch.id in i.value for i in app.info)
+    assert branch.branch_gate_key == plan_gate.key and any(branch.id in m.value for m in app.success)
+    deadline = time.monotonic() + 120  # the branch got its worker: it waits at the gate it was branched from
+    while time.monotonic() < deadline and not store.open_gate_ids(branch.id):
+        time.sleep(0.3)
+    assert store.open_gate_ids(branch.id), store.session(branch.id)
+    app.selectbox(key="sessions_pick").set_value(branch.id).run()
+    app.button(key="sessions_cancel").click().run()  # inside the Cancel popover: the confirmation
+    assert store.session(branch.id).cancel_requested
+    assert list(app.dataframe[0].value.set_index("id").loc[[branch.id], "status"]) in (["cancelling"], ["cancelled"])
