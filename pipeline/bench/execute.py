@@ -254,7 +254,15 @@ def run_local(runner: ItemRunner, items: list[BenchItemRecord], slots: list[str]
         work.put(item)
     errors: list[BaseException] = []
 
+    ended = {slot: threading.Event() for slot in slots}
+
     def serve(slot: str) -> None:
+        try:
+            take(slot)
+        finally:
+            ended[slot].set()
+
+    def take(slot: str) -> None:
         while not runner.stop.is_set():
             try:
                 item = work.get_nowait()
@@ -271,14 +279,15 @@ def run_local(runner: ItemRunner, items: list[BenchItemRecord], slots: list[str]
     threads = [threading.Thread(target=serve, args=(slot,), name=f"egg-bench-{slot}", daemon=True) for slot in slots]
     for thread in threads:
         thread.start()
+    # The main thread waits on events, never in Thread.join: a Ctrl-C that lands inside join() leaves the thread
+    # reported dead while it runs on (CPython 3.11), and the driver would exit with its worker orphaned.
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(timeout=POLL_S)
+        while not all(e.is_set() for e in ended.values()):
+            time.sleep(POLL_S)
     except KeyboardInterrupt:  # Ctrl-C: every slot stops its worker (SIGINT, then SIGKILL after a grace) and records it
         runner.stop.set()
-        for thread in threads:
-            thread.join()
+        while not all(e.is_set() for e in ended.values()):
+            time.sleep(POLL_S)
     if errors:
         raise errors[0]
 

@@ -36,9 +36,13 @@ def results(out: Path) -> dict[str, dict]:
 
 
 def items(db: Path) -> dict[str, dict]:
+    """The store's bench items by problem (none while the store is still being made)."""
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
-        return {r["problem"]: dict(r) for r in conn.execute("SELECT * FROM bench_items")}
+        try:
+            return {r["problem"]: dict(r) for r in conn.execute("SELECT * FROM bench_items")}
+        except sqlite3.OperationalError:
+            return {}
 
 
 def write_problem(path: Path, text: str = "") -> None:
@@ -165,3 +169,30 @@ def test_the_same_jobs_run_as_ray_tasks_on_a_local_ray(tmp_path):
     with sqlite3.connect(db) as conn:  # the tasks' sessions were gathered into the driver's store
         assert conn.execute("SELECT COUNT(*) FROM sessions WHERE status = 'done'").fetchone()[0] == 2
     assert "2/2 done, 2 correct" in done.stdout
+
+
+@pytest.mark.timeout(900)
+def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
+    db, out = tmp_path / "egg.sqlite", tmp_path / "out"
+    args = [str(TINY), "--only", "15_Swish", "--out", str(out), *FAST]
+    driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and driver.poll() is None:  # its worker is running the session
+        if db.exists() and items(db).get("level1/15_Swish", {}).get("status") == "running":
+            with sqlite3.connect(db) as conn:
+                if conn.execute("SELECT COUNT(*) FROM sessions WHERE status = 'running'").fetchone()[0]:
+                    break
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGINT)
+    stdout, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 1, stderr
+    assert "stopped: everything finished is kept" in stderr and "--resume" in stderr
+    cut = items(db)["level1/15_Swish"]
+    assert cut["status"] == "interrupted" and cut["session_id"]
+    with sqlite3.connect(db) as conn:  # its worker is gone: nothing runs the session any more
+        pid = conn.execute("SELECT worker_pid FROM sessions WHERE id = ?", (cut["session_id"],)).fetchone()[0]
+    assert pid is None or not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    egg(*args, "--resume", db=db, check=True)
+    after = items(db)["level1/15_Swish"]
+    assert after["status"] == "done" and after["session_id"] == cut["session_id"]  # the same session, gone on with
