@@ -108,7 +108,10 @@ def bench(
     from pipeline.types import EvalOptions
 
     try:
-        problems = discover(dirs, only or None, parse_levels(level))
+        skipped: list[Path] = []
+        problems = discover(dirs, only or None, parse_levels(level), skipped)
+        for path in skipped:
+            err.print(f"[yellow]skipped {os.fsencode(path)!r}: its name is not UTF-8 (rename it to run it)[/]", highlight=False)
         settings_file = load_config(config).bench
     except (SuiteError, ConfigError) as error:
         _fail(str(error))

@@ -67,16 +67,30 @@ def _matches(name: str, patterns: list[str]) -> bool:
     return False
 
 
-def discover(folders: list[Path], only: list[str] | None = None, levels: frozenset[int] | None = None) -> list[SuiteProblem]:
+def _utf8_name(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8 in the name (Python holds it as a lone surrogate)
+        return False
+    return True
+
+
+def discover(folders: list[Path], only: list[str] | None = None, levels: frozenset[int] | None = None,
+             skipped: list[Path] | None = None) -> list[SuiteProblem]:
     """Every problem under `folders` (a file given is a problem itself), in level then number order. Names are
-    unique: when two folders hold the same name, the second gets its folder's name in front."""
+    unique: when two folders hold the same name, the second gets its folder's name in front. A file whose name is
+    not UTF-8 is left out and added to `skipped` (the store and the report hold names as text)."""
     found: dict[str, SuiteProblem] = {}
+    skipped = [] if skipped is None else skipped
     for folder in folders:
         if not folder.exists():
             raise SuiteError(f"{folder}: no such folder")
         root = folder.resolve()
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*.py") if p.name != "__init__.py" and not any(part.startswith(".") for part in p.relative_to(root).parts))
         for path in files:
+            if not _utf8_name(path):
+                skipped.append(path)
+                continue
             if not looks_like_problem(path):
                 continue
             relative = Path(path.name) if root.is_file() else path.relative_to(root)

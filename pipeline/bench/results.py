@@ -156,6 +156,11 @@ def write_outputs(out: Path, run: BenchRunRecord, table: list[dict[str, Any]]) -
     return written
 
 
+def cell(text: Any) -> str:
+    """A value as one Markdown table cell: a `|` or a line break in a file name or a story cannot add a cell or a row."""
+    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
 def _fmt(value: float | None, suffix: str = "x", digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
@@ -177,7 +182,7 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     timed = any(r.get("eager_ms") for r in table)
     lines = [f"# egg bench {run.id}", "", f"{summary_line(table)}.", "",
-             f"Folders: {', '.join(f'`{d}`' for d in run.dirs)}; device {args.get('device')}, backend {args.get('backend')}, "
+             f"Folders: {', '.join(cell(d) for d in run.dirs)}; device {args.get('device')}, backend {args.get('backend')}, "
              f"executor {args.get('executor')}, slots {', '.join(args.get('slots') or []) or '-'}; started {run.created_at}, "
              f"{'finished ' + run.finished_at if run.finished_at else 'status ' + run.status}.",
              "", "Problems by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) + "."]
@@ -186,10 +191,10 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
         unverified = [r for r in correct if not r.get("reverified")]
         lines += ["", f"{len(correct) - len(unverified)} of the {len(correct)} verified kernels were judged again in a fresh process on a "
                   "held-out seed" + (f"; {len(unverified)} carry their verdict from the search, the wall budget having run out first "
-                                    f"({', '.join(r['problem'] for r in unverified[:8])}{', ...' if len(unverified) > 8 else ''})" if unverified else "") + "."]
+                                    f"({', '.join(cell(r['problem']) for r in unverified[:8])}{', ...' if len(unverified) > 8 else ''})" if unverified else "") + "."]
     stopped = [r for r in table if r.get("stopped")]
     if stopped:
-        lines += ["", f"{len(stopped)} of {len(table)} problems stopped early ({stopped[0]['stopped']}" + (", ..." if len(stopped) > 1 else "") + ")."]
+        lines += ["", f"{len(stopped)} of {len(table)} problems stopped early ({cell(stopped[0]['stopped'])}" + (", ..." if len(stopped) > 1 else "") + ")."]
     if not timed:
         lines += ["", "Nothing was timed (device cpu: Triton's interpreter checks correctness only), so there is no fast_p "
                   "and no speedup below; `correct` is the share whose verified kernel passed the judge."]
@@ -237,7 +242,7 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
             ci = r.get(f"speedup_{key}_ci95")
             return _fmt(r.get(f"speedup_{key}")) + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
         kept = "reference" if r.get("keeps_reference", True) else "kernel"
-        story = (r.get("story") or r.get("headline") or "").replace("|", "/").replace("\n", " ")[:160]
-        lines.append(f"| {r['problem']} | {r['level'] if r['level'] is not None else '-'} | {r['status']} | {'yes' if r['correct'] else 'no'} | "
+        story = cell((r.get("story") or r.get("headline") or "")[:160])
+        lines.append(f"| {cell(r['problem'])} | {r['level'] if r['level'] is not None else '-'} | {r['status']} | {'yes' if r['correct'] else 'no'} | "
                      f"{speed('eager')} | {speed('compile')} | {kept} | {_fmt(r.get('wall_s'), '', 0)} | {story} |")
     return "\n".join(lines) + "\n"

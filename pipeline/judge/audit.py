@@ -109,7 +109,9 @@ _FILE_APIS = (
 _NETWORK_APIS = ("urllib", "http", "ftplib", "smtplib", "xmlrpc", "requests", "httpx", "aiohttp")
 # Methods that read or write files whatever object they are called on (a Path, an array, a storage).
 # Methods that take a tensor's values to the host as Python or numpy data, or compute there element by element.
-_HOST_METHODS = frozenset({"numpy", "tolist", "apply_", "map_", "map2_", "__array__", "__dlpack__"})
+_HOST_METHODS = frozenset({"numpy", "tolist", "apply_", "map_", "map2_", "__array__", "__dlpack__",
+                           # a tensor's bytes as Python numbers: read element by element, out of every recorder's sight
+                           "untyped_storage", "storage", "typed_storage", "_typed_storage", "_untyped_storage"})
 _FILE_METHODS = frozenset({"tofile", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "rglob", "touch",
                            "unlink", "from_file", "open"})
 
@@ -137,7 +139,8 @@ _USE_RULES = (
     ("dynamic_code", "reaches into the judge's frames or tracing hooks",
      ("sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook")),
     ("delegation", "computes with numpy or on the host, outside Triton and out of the judge's sight",
-     ("numpy", "torch.from_numpy", "torch.utils.dlpack", "torch.from_dlpack", "torch.to_dlpack", "torch.Tensor.numpy",
+     ("numpy", "torch.from_numpy", "torch.frombuffer", "torch.UntypedStorage", "torch.TypedStorage", "torch.utils.dlpack",
+      "torch.from_dlpack", "torch.to_dlpack", "torch.Tensor.numpy", "torch.Tensor.untyped_storage", "torch.Tensor.storage",
       "torch.Tensor.tolist", "torch.Tensor.apply_", "torch.Tensor.map_", "torch.Tensor.map2_")),
     ("monkey_patch", "registers kernels for torch's own operators", ("torch.library", "torch.Library", "torch._library")),
     ("introspection", "watches for the judge's probes", ("torch.profiler", "torch.autograd.profiler", "torch.autograd.graph")),
@@ -196,6 +199,15 @@ _MODULE_ALIASES = frozenset({
     "multiprocessing", "pty", "socket", "traceback", "pickle", "marshal", "io", "pathlib", "shutil", "tempfile",
     "mmap", "_posixsubprocess", "posix", "resource", "fcntl", "select", "weakref", "atexit", "types", "numpy", "np",
     "pipeline", "signal", "string", "operator", "functools", "runpy", "code", "faulthandler",
+})
+# Attributes that name a dangerous module or builtin: read from a value the audit cannot trace (a call's result, a
+# container's item: `dict(a=torch)["a"].sys`, `(lambda: torch)().sys`), they are that module or builtin with every
+# alias rule bypassed. A kernel never reads them from anything untraced.
+_UNTRACED_REACH = frozenset({
+    "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "_thread", "multiprocessing", "pty",
+    "socket", "traceback", "pickle", "marshal", "shutil", "mmap", "_posixsubprocess", "posix", "resource", "fcntl",
+    "weakref", "atexit", "pipeline", "runpy", "code", "faulthandler", "os",
+    "exec", "eval", "__import__", "getattr", "setattr", "delattr", "globals", "locals", "vars", "open", "_getframe",
 })
 # Builtins that turn names into objects, or read namespaces, when used as values (passed to map, bound to a name)
 _DYNAMIC_BUILTINS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr",
@@ -728,6 +740,8 @@ class _Auditor(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             if path := self.resolve(node):
                 self._check_use(path, node)
+            elif node.attr in _UNTRACED_REACH:
+                self.add("introspection", f"reads .{node.attr} from a value the audit cannot trace: it is that module or builtin by another way", node)
         else:
             self._check_attribute_store(node)
         self.generic_visit(node)

@@ -230,7 +230,9 @@ class HostProbe:
     now (None between calls)."""
 
     METHODS = ("numpy", "__array__", "tolist", "__dlpack__", "item", "__float__", "__int__", "__bool__", "__index__",
-               "__complex__", "__repr__", "__str__", "__format__")
+               "__complex__", "__repr__", "__str__", "__format__",
+               # its bytes as Python integers, element by element (the sixth red team's softmax in pure Python)
+               "untyped_storage", "storage", "_typed_storage")
 
     def __init__(self) -> None:
         self.work: Work | None = None
@@ -241,12 +243,17 @@ class HostProbe:
             if original is not None:
                 setattr(torch.Tensor, name, self._wrap(original))
 
+    STORAGE = frozenset({"untyped_storage", "storage", "_typed_storage"})
+
     def _wrap(self, original):
         probe = self
+        storage = getattr(original, "__name__", "") in self.STORAGE
 
         def converted(tensor, *args, **kwargs):
             if probe.work is not None and isinstance(tensor, torch.Tensor):
-                probe.work.to_host_bytes += _tensor_bytes(tensor)
+                # Triton's CPU interpreter copies every argument through its storage: that is the kernel running
+                if not (storage and sys._getframe(1).f_globals.get("__name__", "").startswith("triton.")):
+                    probe.work.to_host_bytes += _tensor_bytes(tensor)
             return original(tensor, *args, **kwargs)
 
         converted.__name__ = getattr(original, "__name__", "converted")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from pipeline.bench.results import fast_p, geomean, kernel_or_reference, report, row_for, summary
 from pipeline.store.records import BenchItemRecord, BenchRunRecord, SessionRecord
+
+TINY = Path(__file__).resolve().parents[2] / "data" / "problems" / "tiny"
 
 
 def timing(ms: float, spread: float = 0.01) -> dict:
@@ -88,3 +91,30 @@ def test_the_report_has_every_section_with_these_numbers(table):
     assert "| level 2 | 2 | 1.000x / 1.000x | 0.800x (1 without a baseline) |" in text
     assert "| tiling |" in text and "| algorithm |" in text
     assert "12 model calls" in text and "crashed 1, done 4" in text
+
+
+def test_a_file_name_cannot_add_a_row_or_a_cell_to_the_report(table):
+    """The sixth red team named a problem `2_Fake | 1 | done | yes | 9.999x ... |` plus a line break: a fake row."""
+    forged = "level1/2_Fake | 1 | done | yes | 9.999x (9.90-10.10) | 3.333x |\n| 3_pad"
+    rows = [dict(table[0], problem=forged, story="a | b\n| c")]
+    run = BenchRunRecord("r1", "t", "/out", ["x|y"], {}, "done", None)
+    text = report(run, rows)
+    problem_rows = [line for line in text.splitlines() if line.startswith("| ") and ("2_Fake" in line or "3_pad" in line)]
+    assert all(("2_Fake" in line) == ("3_pad" in line) for line in text.splitlines())  # never split over two lines
+    assert len(problem_rows) == 1 and problem_rows[0].count(" | ") == 8  # one row of nine cells
+    assert "2_Fake \\| 1 \\| done" in problem_rows[0]
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_not_a_traceback(tmp_path):
+    import os
+
+    from pipeline.bench.problems import discover
+
+    source = (TINY / "level1" / "15_Swish.py").read_text()
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_ok.py").write_text(source)
+    with open(os.path.join(os.fsencode(tmp_path / "level1"), b"2_bad\xff.py"), "w") as handle:
+        handle.write(source)
+    skipped = []
+    assert [p.name for p in discover([tmp_path], skipped=skipped)] == ["level1/1_ok"]
+    assert len(skipped) == 1 and os.fsencode(skipped[0]).endswith(b"2_bad\xff.py")

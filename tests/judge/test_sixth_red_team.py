@@ -1,0 +1,72 @@
+"""The sixth red team (session 16), a helper that had seen none of our fixtures, attacking the landed judge and
+`egg bench`: of its candidates two passed `egg check` (`ok`) and are fixtures here (tests/fixtures/redteam6), each
+caught by the audit and, with the audit off, by what the run-time checks see where they can:
+- a softmax in pure Python on a tensor's bytes read through `untyped_storage()` (no dispatch mode or host probe saw
+  it): the audit bans storage access and the host probe counts it (Triton's own interpreter excepted);
+- `dict(a=torch)["a"].sys.modules["builtins"].exec(...)`: torch reached through an expression the alias rules could
+  not trace, and from there hidden code that runs the reference `Model` with the original `_DisableTorchDispatch`.
+  The audit now refuses a module or dangerous builtin read from any untraced value; with the audit off it passes,
+  the audit being the line once arbitrary code runs in the candidate's process (its in-process facts are its own).
+- a probe that counts its own evaluations in its persistent compile cache (the retime's second run can be known;
+  it gains nothing, since that run must pass every check by itself), and one of ours after the team: the same
+  softmax from `float(v)` per element, caught at run time by the host probe.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.judge.audit import audit_file
+from pipeline.judge.judge import Judge
+from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.types import EvalOptions, Status
+
+from .conftest import ROOT, TINY
+
+REDTEAM6 = ROOT / "tests" / "fixtures" / "redteam6"
+SOFTMAX = TINY / "level1" / "23_Softmax.py"
+HOST = "torch_delegation: 50% of the problem's bytes go to the host as numpy or Python data in call trial_1"
+
+# (fixture, the audit's first finding, the status and reason start with the audit off)
+CASES = [
+    ("r6_storage_bytes.py", "delegation", Status.BANNED, HOST),
+    ("r6_untraced_sys_exec.py", "introspection", Status.OK, "passed every check"),  # the audit is the line
+    ("r6_run_counter.py", "introspection", Status.COMPILE_ERROR, "ModelNew(*get_init_inputs()) failed: ValueError: EVALUATION NUMBER"),
+    ("r6_float_per_element.py", None, Status.BANNED, HOST),
+]
+
+
+@pytest.fixture(scope="module")
+def unaudited_judge():
+    with Judge(EvalOptions(device="cpu", compile_timeout_s=60, run_timeout_s=60), auditor=lambda *a, **k: ()) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize("name,finding,status,reason", CASES, ids=[c[0] for c in CASES])
+def test_the_audit_finds_it(name, finding, status, reason):
+    findings = audit_file(REDTEAM6 / name, reference_dtypes=frozenset({"float32"}))
+    assert (findings[0].rule if findings else None) == finding, [(f.rule, f.message) for f in findings]
+
+
+@pytest.mark.parametrize("name,finding,status,reason", CASES, ids=[c[0] for c in CASES])
+def test_with_the_audit_off_the_run_time_checks_say(unaudited_judge, name, finding, status, reason):
+    result = unaudited_judge.evaluate(load_problem(SOFTMAX), load_candidate(REDTEAM6 / name))
+    assert result.status is status and result.reason.startswith(reason), (result.status, result.reason)
+
+
+def test_both_candidates_that_passed_are_banned_by_egg_check(cpu_judge):
+    for name in ("r6_storage_bytes.py", "r6_untraced_sys_exec.py"):
+        result = cpu_judge.evaluate(load_problem(SOFTMAX), load_candidate(REDTEAM6 / name))
+        assert result.status is Status.BANNED, (name, result.reason)
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nx = (lambda: torch)().sys\n",
+    "import torch\nx = next(iter([torch])).sys.modules\n",
+    "import torch\nx = (torch if True else None).builtins\n",
+    "import torch\nb = dict(t=torch)['t']\nb.os.system('id')\n",
+])
+def test_a_module_read_from_an_untraced_value_is_a_finding(tmp_path, source):
+    path = tmp_path / "c.py"
+    path.write_text(source)
+    assert any(f.rule == "introspection" and "cannot trace" in f.message for f in audit_file(path, reference_dtypes=frozenset()))
