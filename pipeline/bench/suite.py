@@ -13,7 +13,7 @@ from pipeline.bench.execute import BenchSettings, ItemRunner, run_local, run_ray
 from pipeline.bench.problems import SuiteError, SuiteProblem
 from pipeline.bench.results import rows, summary_line, write_outputs
 from pipeline.store import Store, now_text
-from pipeline.store.records import BenchItemRecord, BenchRunRecord
+from pipeline.store.records import BENCH_RESUME_KEEPS, BenchItemRecord, BenchRunRecord
 
 MANIFEST = "bench.json"  # in OUT: which run (and store) the folder holds
 
@@ -97,7 +97,9 @@ class Suite:
             self.on_item(item, self.summary())
 
     def pending(self) -> list[BenchItemRecord]:
-        return longest_first(self.store, [i for i in self.store.bench_items(self.run.id) if not i.finished])
+        """What this run has yet to run: the items not ended, and those whose worker crashed (run again from their
+        session), longest first."""
+        return longest_first(self.store, [i for i in self.store.bench_items(self.run.id) if i.status not in BENCH_RESUME_KEEPS])
 
     def execute(self, slots: list[str], executor: str, address: str | None, on_slot: Callable[[str, str], None]) -> bool:
         """Run every unfinished item; True when all of them ran (False: stopped, with everything finished kept)."""

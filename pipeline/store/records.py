@@ -140,7 +140,10 @@ class CandidateRecord:
                    row["author"], row["created_at"])
 
 
-BENCH_ITEM_DONE = ("done", "failed", "crashed", "hang", "error")  # an item that --resume does not run again
+BENCH_ITEM_DONE = ("done", "failed", "crashed", "hang", "error")  # an item that ended (the summary's "done")
+# What --resume keeps: everything that ended, but a crash (a worker killed from outside, even with SIGKILL, is a cut
+# to run again from its session; a problem that kills its worker each time costs one more try per resume).
+BENCH_RESUME_KEEPS = ("done", "failed", "hang", "error")
 
 
 @dataclass(frozen=True)

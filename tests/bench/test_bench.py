@@ -155,6 +155,11 @@ def test_a_worker_that_dies_or_hangs_is_recorded_and_the_suite_goes_on(tmp_path)
     assert table["level1/1_SlowInit"]["status"] == "hang" and "no result within 40 s" in table["level1/1_SlowInit"]["story"]
     assert "crashed 1, done 1, hang 1" in (out / "report.md").read_text()
     assert "1_SlowInit: hang" in stderr
+    crashed = items(db)["23_Softmax"]["session_id"]
+    egg(*args, "--resume", db=db, check=True)  # a crash is a cut: resumed from its session; the hang is kept
+    table = results(out)
+    assert table["23_Softmax"]["status"] == "done" and table["23_Softmax"]["correct"] and table["23_Softmax"]["session_id"] == crashed
+    assert table["level1/1_SlowInit"]["status"] == "hang" and table["15_Swish"]["status"] == "done"
 
 
 @pytest.mark.timeout(900)
@@ -174,7 +179,9 @@ def test_the_same_jobs_run_as_ray_tasks_on_a_local_ray(tmp_path):
 @pytest.mark.timeout(900)
 def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
     db, out = tmp_path / "egg.sqlite", tmp_path / "out"
-    args = [str(TINY), "--only", "15_Swish", "--out", str(out), *FAST]
+    config = tmp_path / "egg.yaml"  # per-problem budgets from the config (a flag would win)
+    config.write_text("bench:\n  max_wall_s: 300\n  max_llm_calls: 7\n  timeout_s: 900\n")
+    args = [str(TINY), "--only", "15_Swish", "--out", str(out), "--config", str(config), *FAST]
     driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
     deadline = time.monotonic() + 300
@@ -193,6 +200,9 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
     with sqlite3.connect(db) as conn:  # its worker is gone: nothing runs the session any more
         pid = conn.execute("SELECT worker_pid FROM sessions WHERE id = ?", (cut["session_id"],)).fetchone()[0]
     assert pid is None or not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    with sqlite3.connect(db) as conn:
+        settings = json.loads(conn.execute("SELECT args_json FROM bench_runs").fetchone()[0])["settings"]
+    assert settings["budget"]["max_wall_s"] == 300 and settings["budget"]["max_llm_calls"] == 7 and settings["timeout_s"] == 900
     egg(*args, "--resume", db=db, check=True)
     after = items(db)["level1/15_Swish"]
     assert after["status"] == "done" and after["session_id"] == cut["session_id"]  # the same session, gone on with
