@@ -81,10 +81,10 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path):
 
 @pytest.mark.timeout(900)
 def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_path):
-    """Three problems one at a time; the driver is killed with SIGKILL once the first has ended; --resume keeps it
-    and runs the rest; `egg bench report` rebuilds the files from the store."""
+    """Two problems one at a time; the driver is killed with SIGKILL once the first has ended (the second's worker
+    outlives it); --resume keeps the first, waits for or reruns the second; `egg bench report` rebuilds the files."""
     db, out = tmp_path / "egg.sqlite", tmp_path / "out"
-    args = [str(TINY), "--only", "15_Swish", "--only", "23_Softmax", "--only", "17_Clamp", "--out", str(out), *FAST]
+    args = [str(TINY), "--only", "15_Swish", "--only", "23_Softmax", "--out", str(out), *FAST]
     driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"})
     deadline = time.monotonic() + 300
@@ -97,7 +97,7 @@ def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_pa
     driver.wait()
     before = items(db)
     first_done = {name for name, item in before.items() if item["status"] == "done"}
-    assert len(first_done) >= 1 and len(before) == 3
+    assert len(first_done) >= 1 and len(before) == 2
     kept_sessions = {name: before[name]["session_id"] for name in first_done}
 
     done = egg(*args, "--resume", db=db, check=True)
@@ -105,21 +105,21 @@ def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_pa
     assert {name: item["status"] for name, item in after.items()} == dict.fromkeys(before, "done")
     assert {name: after[name]["session_id"] for name in first_done} == kept_sessions  # not run again
     table = results(out)
-    assert set(table) == {"level1/15_Swish", "level1/23_Softmax", "level1/17_Clamp_Tanh_Chain"}
+    assert set(table) == {"level1/15_Swish", "level1/23_Softmax"}
     assert all(r["correct"] and r["level"] == 1 and r["speedup_eager"] is None for r in table.values())  # cpu: nothing timed
     with sqlite3.connect(db) as conn:  # every session is in the store, done, labelled with the run
         sessions = dict(conn.execute("SELECT id, status FROM sessions"))
         assert {after[name]["session_id"] for name in after} <= set(sessions) and set(sessions.values()) == {"done"}
     report = (out / "report.md").read_text()
-    assert "3/3 done, 3 correct" in report and "| level 1 | eager | 3 | 100% |" in report
-    assert (out / "results.csv").read_text().count("\n") == 4
-    assert "3/3 done, 3 correct" in done.stdout
+    assert "2/2 done, 2 correct" in report and "| level 1 | eager | 2 | 100% |" in report
+    assert (out / "results.csv").read_text().count("\n") == 3
+    assert "2/2 done, 2 correct" in done.stdout
 
     (out / "report.md").unlink()
     (out / "results.jsonl").unlink()
     rebuilt = subprocess.run([sys.executable, "-m", "pipeline.cli", "bench", "report", str(out)], capture_output=True, text=True, timeout=120)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert "3/3 done, 3 correct" in (out / "report.md").read_text() and set(results(out)) == set(table)
+    assert "2/2 done, 2 correct" in (out / "report.md").read_text() and set(results(out)) == set(table)
     again = egg(*args, db=db)  # OUT holds a run: a second start without --resume is refused
     assert again.returncode == 2 and "--resume goes on with it" in again.stderr
 
