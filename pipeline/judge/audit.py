@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -292,12 +293,37 @@ def _const_str(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+# The standard modules a candidate may import hold other modules under names of their own (`enum.bltns` is
+# builtins, `collections._sys` is sys, `random._os` is os): for these the attribute is looked up for real.
+_STDLIB_ROOTS = frozenset({"math", "functools", "itertools", "operator", "typing", "typing_extensions", "dataclasses", "collections",
+                           "enum", "abc", "numbers", "contextlib", "time", "random", "statistics", "copy", "bisect", "heapq",
+                           "fractions", "decimal", "string", "re", "cmath"})  # os: its aliases are _MODULE_ALIASES
+
+
 def _join(base: str | None, attr: str) -> str | None:
     if not base or base == _NAMESPACE:
         return None
     if attr in _MODULE_ALIASES and not (attr == "signal" and base == "torch"):
         return "numpy" if attr == "np" else attr  # torch.sys is sys, triton's np is numpy
+    if base.split(".", 1)[0] in _STDLIB_ROOTS and (module := _stdlib_module(f"{base}.{attr}")):
+        return module
     return f"{base}.{attr}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _stdlib_module(path: str) -> str | None:
+    """The real name of the module `path` (a dotted path from an allowed standard module) is, or None."""
+    import importlib
+    import types
+
+    root, *parts = path.split(".")
+    try:
+        value = importlib.import_module(root)
+        for part in parts:
+            value = getattr(value, part)
+    except (ImportError, AttributeError):
+        return None
+    return value.__name__ if isinstance(value, types.ModuleType) and value.__name__ != path else None
 
 
 def _names_reference(node: ast.Import | ast.ImportFrom) -> bool:
@@ -749,7 +775,10 @@ class _Auditor(ast.NodeVisitor):
     def _check_attribute_name(self, attr: str, node: ast.AST) -> None:
         if attr in _FRAME_ATTRIBUTES:
             self.add("introspection", f"reads .{attr}: it reaches frames and code, and through them the judge's state", node)
-        elif attr.startswith("__") and attr.endswith("__") and attr not in _DUNDER_READS | _DUNDER_TARGETS | _TORCH_HOOKS:
+        elif attr.startswith("__") and attr.endswith("__") and attr not in _DUNDER_READS | _TORCH_HOOKS and (
+                attr not in _DUNDER_TARGETS or isinstance(getattr(node, "ctx", None), ast.Load)):
+            # __globals__, __dict__, __bases__, __code__, __builtins__, __defaults__ read are a way to every module,
+            # builtin and frame (the sixth red team's second pass); writing them is a patch, found as one
             self.add("introspection", f"reads .{attr}: it reaches objects behind the ones the candidate was given", node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -759,6 +788,10 @@ class _Auditor(ast.NodeVisitor):
             self._check_use(path, node)
             if banned := _banned(path):
                 self.add("banned_import", f"reaches {banned[0]} by name: {banned[1]}", node)
+        elif _const_str(node.slice) is None and (base := self.resolve(node.value)) and (
+                base in (_NAMESPACE, "sys.modules", "builtins") or base.endswith(".__dict__")):
+            self.add("introspection", "looks a name up in a namespace by a key built at run time (`vars(torch)[\"s\" + \"ys\"]`): "
+                     "no reader can tell what it reaches", node)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -838,6 +871,9 @@ class _Auditor(ast.NodeVisitor):
                       "os.environ.copy", "os.environ.__init__"):
             self._check_environment_key(None, node)
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if func == "builtins.super" and node.args and self.resolve(node.args[0]) in _TENSOR_CLASSES:
+            self.add("delegation", "calls super(torch.Tensor, ...): the tensor's own methods past the judge's probes "
+                     "(its values to the host unseen)", node)
         self._check_attribute_call(node, func)
         if method in _HOST_METHODS and func is None:
             self.add("delegation", f"calls .{method}(): it computes on the host, outside Triton and out of the judge's sight", node)

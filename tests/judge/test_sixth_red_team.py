@@ -70,3 +70,28 @@ def test_a_module_read_from_an_untraced_value_is_a_finding(tmp_path, source):
     path = tmp_path / "c.py"
     path.write_text(source)
     assert any(f.rule == "introspection" and "cannot trace" in f.message for f in audit_file(path, reference_dtypes=frozenset()))
+
+
+# Its second pass, on the fixed audit: 8 more `ok` (r6b_*). Each is now a finding of the audit, which is the line
+# for them: once code runs that the audit did not see, the in-process facts are the candidate's own.
+SECOND_PASS = [
+    ("r6b_01_tensorbase_tolist.py", "introspection"),  # torch.Tensor.__bases__[0].tolist: TensorBase's, unwrapped
+    ("r6b_02_globals_builtins_exec.py", "introspection"),  # (lambda: 0).__globals__["__builtins__"]["ex" + "ec"]
+    ("r6b_03_dict_sys_route.py", "introspection"),  # dict(a=torch)["a"].__dict__["sys"]
+    ("r6b_04_stdlib_private_aliases.py", "dynamic_code"),  # enum.bltns.exec, collections._sys._getframe
+    ("r6b_05_computed_key_vars.py", "introspection"),  # vars(torch)["s" + "ys"]
+    ("r6b_06_super_item.py", "delegation"),  # super(torch.Tensor, e).item(), past the host probe
+    ("r6b_07_generic_reference_hidden.py", "dynamic_code"),  # the reference Model run under the real dispatch switch
+    ("r6b_10_tensorbase_storage.py", "introspection"),  # TensorBase.untyped_storage
+]
+
+
+@pytest.mark.parametrize("name,finding", SECOND_PASS, ids=[c[0] for c in SECOND_PASS])
+def test_the_second_pass_is_found_by_the_audit(name, finding):
+    findings = audit_file(REDTEAM6 / name, reference_dtypes=frozenset({"float32"}))
+    assert findings and findings[0].rule == finding, [(f.rule, f.message) for f in findings]
+
+
+def test_the_generic_one_is_banned_by_egg_check_on_another_problem(cpu_judge):
+    result = cpu_judge.evaluate(load_problem(TINY / "level1" / "15_Swish.py"), load_candidate(REDTEAM6 / "r6b_07_generic_reference_hidden.py"))
+    assert result.status is Status.BANNED and result.reason.startswith("dynamic_code"), result.reason
