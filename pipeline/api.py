@@ -214,16 +214,23 @@ def start_worker(store: Store, session_id: str) -> int:
         raise ApiError(f"session {session_id} is {record.status}: nothing to run")
     if worker_alive(record):
         raise ApiError(f"session {session_id} already has a live worker (pid {record.worker_pid})")
-    log = Path(record.work_dir) / "worker.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**worker_environment(BackendSpec.from_json(record.backend), dict(os.environ)),  # its own provider's key only
-           "PYTHONPATH": os.pathsep.join(p for p in (str(pipeline.ROOT), os.environ.get("PYTHONPATH", "")) if p),
-           "EGG_PIPELINE_ROOT": str(pipeline.ROOT)}
-    with open(log, "ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "pipeline.worker", "--db", str(store.path), "--session", session_id],
-                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    process = worker_process(store.path, session_id, BackendSpec.from_json(record.backend), Path(record.work_dir) / "worker.log")
     store.add_event(session_id, "worker", f"worker started (pid {process.pid})", {"pid": process.pid})
     return process.pid
+
+
+def worker_process(db: str | Path, session_id: str, backend: BackendSpec, log: Path, gpu: str | None = None) -> subprocess.Popen:
+    """`python -m pipeline.worker` for a session, in a process group of its own, its output appended to `log`, with
+    its own provider's key only and (`gpu`) the GPUs it may see."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**worker_environment(backend, dict(os.environ)),  # its own provider's key only
+           "PYTHONPATH": os.pathsep.join(p for p in (str(pipeline.ROOT), os.environ.get("PYTHONPATH", "")) if p),
+           "EGG_PIPELINE_ROOT": str(pipeline.ROOT)}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "pipeline.worker", "--db", str(db), "--session", session_id],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 def worker_alive(record: SessionRecord, now: float | None = None) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 import pipeline
 from pipeline import api
 from pipeline.bench.results import row_for
-from pipeline.sessions.backends import BackendSpec, worker_environment
+from pipeline.sessions.backends import BackendSpec
 from pipeline.stages.method import Budget
 from pipeline.store import Store, now_text
 from pipeline.store.records import BenchItemRecord, BenchRunRecord
@@ -87,15 +87,7 @@ def run_worker(db: Path, session_id: str, gpu: str | None, backend: BackendSpec,
                stop: threading.Event, log: Path, on_pid: Callable[[int], None] = lambda pid: None) -> tuple[int | None, str]:
     """Run one session's worker to its end, on `gpu` (its CUDA_VISIBLE_DEVICES; None leaves the variable as it
     is); (its exit code, or None when it was stopped or killed at the deadline; and why it was)."""
-    env = {**worker_environment(backend, dict(os.environ)),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(pipeline.ROOT), os.environ.get("PYTHONPATH", "")) if p),
-           "EGG_PIPELINE_ROOT": str(pipeline.ROOT)}
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "pipeline.worker", "--db", str(db), "--session", session_id],
-                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    process = api.worker_process(db, session_id, backend, log, gpu)
     on_pid(process.pid)
     started = time.monotonic()
     while True:
@@ -111,7 +103,7 @@ def run_worker(db: Path, session_id: str, gpu: str | None, backend: BackendSpec,
             return None, "deadline"
 
 
-def _end_group(process: subprocess.Popen, first: signal.Signals) -> None:
+def _end_group(process: Any, first: signal.Signals) -> None:
     """Signal the worker's process group, then kill it outright if it has not ended within the grace."""
     try:
         os.killpg(process.pid, first)

@@ -59,7 +59,7 @@ def test_a_database_of_the_old_store_is_migrated_with_everything_in_it(tmp_path)
     assert store.exchange("r1", "key", 0) == '{"x": 1}' and store.calls("r1") == [{"calls": 1}]
     assert store.stage("r1", "algorithm") == ("done", {"best_id": 1})
     assert store.db.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert [r["name"] for r in store.db.query("SELECT name FROM _sqlite_migrations")] == ["m001_runs", "m002_sessions"]
+    assert [r["name"] for r in store.db.query("SELECT name FROM _sqlite_migrations")] == ["m001_runs", "m002_sessions", "m003_bench"]
     store.close()
     assert Store(path).session("r1").status == "done"  # opening it again applies nothing twice
 
