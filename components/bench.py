@@ -10,7 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from pipeline.bench.results import fast_p, geomean, kernel_or_reference
+from pipeline.bench.results import fast_p, kernel_or_reference
 
 BASELINE_COLOURS = {"eager": "#1565c0", "compile": "#ef6c00", "compile_max_autotune": "#6a1b9a"}
 MARGIN = {"l": 10, "r": 10, "t": 30, "b": 10}
@@ -65,18 +65,6 @@ def levels_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
     figure.add_hline(y=1.0, line_dash="dot", annotation_text="eager")
     figure.update_layout(yaxis_type="log", yaxis_title="speedup vs eager (log)", showlegend=False, height=320, margin=MARGIN)
     return figure
-
-
-def stage_gains(rows: Sequence[dict[str, Any]]) -> list[tuple[str, float, int]]:
-    """Per stage: the geomean over problems of its best time against the stage before it (stage 1: eager)."""
-    gains: dict[str, list[float]] = {}
-    for r in rows:
-        before = r.get("eager_ms")
-        for s in r.get("stages") or []:
-            if before and s.get("median_ms"):
-                gains.setdefault(s["stage"], []).append(before / s["median_ms"])
-                before = s["median_ms"]
-    return [(stage, geomean(values), len(values)) for stage, values in gains.items()]
 
 
 def stage_gains_figure(gains: list[tuple[str, float, int]]) -> go.Figure:

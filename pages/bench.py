@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.bench import comparison, fast_p_figure, levels_figure, render_table, stage_gains, stage_gains_figure, timed
+from components.bench import comparison, fast_p_figure, levels_figure, render_table, stage_gains_figure, timed
 from pages._context import store
 from pipeline import api
-from pipeline.bench.results import summary
+from pipeline.bench.results import stage_gains, summary
 from pipeline.store.records import BenchRunRecord
 
 PLOT = {"displayModeBar": False}

@@ -115,6 +115,19 @@ def kernel_or_reference(row: dict[str, Any], baseline: str) -> float | None:
     return base / eager if base and eager else None
 
 
+def stage_gains(table: list[dict[str, Any]]) -> list[tuple[str, float | None, int]]:
+    """Per stage: the geomean over problems of its best time against the stage before it (stage 1: eager), and
+    how many problems it rests on."""
+    gains: dict[str, list[float]] = {}
+    for r in table:
+        before = r.get("eager_ms")
+        for s in r.get("stages") or []:
+            if before and s.get("median_ms"):
+                gains.setdefault(s["stage"], []).append(before / s["median_ms"])
+                before = s["median_ms"]
+    return [(stage, geomean(values), len(values)) for stage, values in gains.items()]
+
+
 def summary(table: list[dict[str, Any]]) -> dict[str, Any]:
     """The live summary line's numbers: done, correct, fast_1 and the kernels' geomean against eager so far."""
     finished = [r for r in table if r["status"] in BENCH_ITEM_DONE]
@@ -222,15 +235,8 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
                          f"{_fmt(geomean(a_eager))} | {_fmt(geomean(a_compile))} |")
         lines += ["", "## Per-stage gains", "", "The geomean over problems of each stage's best time against the one before it "
                   "(stage 1 against eager).", "", "| stage | problems | geomean gain |", "|---|---|---|"]
-        gains: dict[str, list[float]] = {}
-        for r in table:
-            before = r.get("eager_ms")
-            for s in r.get("stages") or []:
-                if before and s.get("median_ms"):
-                    gains.setdefault(s["stage"], []).append(before / s["median_ms"])
-                    before = s["median_ms"]
-        for stage, values in gains.items():
-            lines.append(f"| {stage} | {len(values)} | {_fmt(geomean(values))} |")
+        for stage, gain, count in stage_gains(table):
+            lines.append(f"| {stage} | {count} | {_fmt(gain)} |")
     calls = sum(r.get("llm_calls") or 0 for r in table)
     lines += ["", "## Cost", "", f"{calls} model calls, {sum(r.get('input_tokens') or 0 for r in table)} input and "
               f"{sum(r.get('output_tokens') or 0 for r in table)} output tokens, ${sum(r.get('cost_usd') or 0 for r in table):.4f}; "
