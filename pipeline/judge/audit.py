@@ -294,7 +294,8 @@ def _const_str(node: ast.AST | None) -> str | None:
 
 
 # The standard modules a candidate may import hold other modules under names of their own (`enum.bltns` is
-# builtins, `collections._sys` is sys, `random._os` is os): for these the attribute is looked up for real.
+# builtins, `collections._sys` is sys, `random._os` is os), and torch holds itself (`torch.accelerator.graphs.torch`):
+# for these, and for torch and triton, an attribute that is a module is looked up for real.
 _STDLIB_ROOTS = frozenset({"math", "functools", "itertools", "operator", "typing", "typing_extensions", "dataclasses", "collections",
                            "enum", "abc", "numbers", "contextlib", "time", "random", "statistics", "copy", "bisect", "heapq",
                            "fractions", "decimal", "string", "re", "cmath"})  # os: its aliases are _MODULE_ALIASES
@@ -305,7 +306,7 @@ def _join(base: str | None, attr: str) -> str | None:
         return None
     if attr in _MODULE_ALIASES and not (attr == "signal" and base == "torch"):
         return "numpy" if attr == "np" else attr  # torch.sys is sys, triton's np is numpy
-    if base.split(".", 1)[0] in _STDLIB_ROOTS and (module := _stdlib_module(f"{base}.{attr}")):
+    if base.split(".", 1)[0] in _STDLIB_ROOTS | {"torch", "triton"} and (module := _stdlib_module(f"{base}.{attr}")):
         return module
     return f"{base}.{attr}"
 
@@ -321,7 +322,7 @@ def _stdlib_module(path: str) -> str | None:
         value = importlib.import_module(root)
         for part in parts:
             value = getattr(value, part)
-    except (ImportError, AttributeError):
+    except Exception:  # a missing or lazily failing attribute: the path stays as written
         return None
     return value.__name__ if isinstance(value, types.ModuleType) and value.__name__ != path else None
 
@@ -738,6 +739,11 @@ class _Auditor(ast.NodeVisitor):
             self.add("dynamic_code", f"uses {path}: a kernel needs only os.environ and path arithmetic from os", node)
         elif path in _BUILTINS_BANNED:
             self.add("dynamic_code", f"uses {path.removeprefix('builtins.')}: it reads files", node)
+        elif not found and (banned := _banned(path)):  # torch.threading.Thread, torch.inspect.stack: the module by another name
+            self.add("banned_import", f"uses {path}: {banned[1]}", node)
+        elif not found and isinstance(node, ast.Attribute) and parts[0] not in _ALLOWED_MODULES and path != _NAMESPACE:
+            # torch.warnings, triton's ast: reached through an allowed module (a name imported is the import's finding)
+            self.add("banned_import", f"uses {path}: {parts[0]} is a module a candidate may not import, reached by another name", node)
 
     def _check_text(self, text: str, node: ast.AST) -> None:
         """Identifiers and strings that only a tensor-subclass or L2-persistence trick would mention."""
@@ -750,6 +756,8 @@ class _Auditor(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         self._check_text(node.id, node)
         if not isinstance(node.ctx, ast.Load):
+            if node.id.startswith("__") and node.id.endswith("__"):  # `__name__ = "torch.x"`: passes for torch's own code
+                self.add("introspection", f"binds {node.id}: a module's own identity is not the candidate's to set", node)
             return
         if node.id in _DUNDER_NAMES and node.id not in self._local:
             self.add("introspection", f"uses {node.id}: it reaches the import system and the judge's modules", node)

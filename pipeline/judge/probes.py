@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import builtins
 import collections
+import os
 import sys
 import threading
 import time
 from typing import Any, Callable
 
 import torch
+import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -223,6 +225,11 @@ class WorkRecorder(_Recorder):
             self.work.to_host_bytes += sum(_tensor_bytes(t) for t in targets)
 
 
+# Where torch's, Triton's and the judge's own code lives: a caller's file, which (unlike its module's __name__) a
+# candidate cannot set without building code, which the audit refuses.
+_LIBRARY_FOLDERS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, triton, sys.modules["pipeline"]) if getattr(m, "__file__", None))
+
+
 class HostProbe:
     """Counts the bytes of tensors a call hands to the host as numpy or Python data (`Tensor.numpy`, `__array__`,
     `tolist`, `__dlpack__`, `item` and the conversions to Python numbers, printing), work no dispatch mode sees:
@@ -231,8 +238,9 @@ class HostProbe:
 
     METHODS = ("numpy", "__array__", "tolist", "__dlpack__", "item", "__float__", "__int__", "__bool__", "__index__",
                "__complex__", "__repr__", "__str__", "__format__",
-               # its bytes as Python integers, element by element (the sixth red team's softmax in pure Python)
-               "untyped_storage", "storage", "_typed_storage")
+               # its bytes as Python integers, element by element (the sixth red team's softmax in pure Python);
+               # every element through a Python callback
+               "untyped_storage", "storage", "_typed_storage", "apply_", "map_", "map2_")
 
     def __init__(self) -> None:
         self.work: Work | None = None
@@ -253,7 +261,7 @@ class HostProbe:
             if probe.work is not None and isinstance(tensor, torch.Tensor):
                 # storage reached by torch's, Triton's or the judge's own code (Triton's CPU interpreter copies every
                 # argument through it: that is the kernel running) is no candidate reading bytes
-                if not (storage and sys._getframe(1).f_globals.get("__name__", "").startswith(("triton.", "torch.", "pipeline."))):
+                if not (storage and sys._getframe(1).f_code.co_filename.startswith(_LIBRARY_FOLDERS)):
                     probe.work.to_host_bytes += _tensor_bytes(tensor)
             return original(tensor, *args, **kwargs)
 

@@ -42,7 +42,7 @@ CASES = [
     ("cheat_tf32_switch.py", SOFTMAX, Status.BANNED, "precision_downgrade (line 22): sets torch.backends.cuda.matmul.allow_tf32: the reference computes in float32"),
     ("cheat_side_stream.py", SOFTMAX, Status.BANNED, "side_stream (line 22): uses torch.cuda.stream: moves work off the current stream, where the judge's events cannot see it"),
     ("cheat_compile.py", SOFTMAX, Status.BANNED, "delegation (line 9): uses torch.compile: asks torch to generate the code instead of writing kernels"),
-    ("cheat_l2_persist.py", SOFTMAX, Status.BANNED, "banned_import (line 3): imports ctypes: runs native code the judge cannot see (+2 more)"),
+    ("cheat_l2_persist.py", SOFTMAX, Status.BANNED, "banned_import (line 3): imports ctypes: runs native code the judge cannot see (+5 more)"),
     ("identity_copy.py", "degenerate/2_ReLU.py", Status.MISMATCH, "correctness: signed:"),
     ("tiny_scale_ok.py", "1_TinyScale.py", Status.OK, "passed every check"),
     ("tiny_scale_zeros.py", "1_TinyScale.py", Status.MISMATCH, "correctness: trial_1: degenerate problem"),

@@ -95,3 +95,28 @@ def test_the_second_pass_is_found_by_the_audit(name, finding):
 def test_the_generic_one_is_banned_by_egg_check_on_another_problem(cpu_judge):
     result = cpu_judge.evaluate(load_problem(TINY / "level1" / "15_Swish.py"), load_candidate(REDTEAM6 / "r6b_07_generic_reference_hidden.py"))
     assert result.status is Status.BANNED and result.reason.startswith("dynamic_code"), result.reason
+
+
+# Its third pass, on the audit as fixed after the second: 6 more `ok` (r6c_*), now each a finding but one (apply_
+# through type(w), caught at run time); the two that compute on the host are caught with the audit off too.
+THIRD_PASS = [
+    ("r6c_a01_name_spoof_storage.py", "introspection"),  # `__name__ = "torch.candidate"` to pass as torch's own code
+    ("r6c_a03_apply_alias.py", None),  # type(w).apply_: every element through a Python callback (run time: the host probe)
+    ("r6c_a04_torch_threading.py", "banned_import"),  # torch.threading.Thread: torch ops where no recorder watches
+    ("r6c_a05_inspect_frames_reference_model.py", "banned_import"),  # torch.inspect.stack and getmembers
+    ("r6c_a06_frames_exec_recorder_swap.py", "banned_import"),  # the judge's record of the call blanked through frames
+    ("r6c_a07_graphs_torch_selfref.py", "delegation"),  # torch.accelerator.graphs.torch is torch
+    ("r6c_a08_thread_gemm.py", "banned_import"),
+]
+
+
+@pytest.mark.parametrize("name,finding", THIRD_PASS, ids=[c[0] for c in THIRD_PASS])
+def test_the_third_pass_is_found_by_the_audit(name, finding):
+    findings = audit_file(REDTEAM6 / name, reference_dtypes=frozenset({"float32"}))
+    assert (findings[0].rule if findings else None) == finding, [(f.rule, f.message) for f in findings]
+
+
+@pytest.mark.parametrize("name", ["r6c_a01_name_spoof_storage.py", "r6c_a03_apply_alias.py"])
+def test_host_work_of_the_third_pass_is_caught_with_the_audit_off(unaudited_judge, name):
+    result = unaudited_judge.evaluate(load_problem(SOFTMAX), load_candidate(REDTEAM6 / name))
+    assert result.status is Status.BANNED and result.reason.startswith("torch_delegation:") and "go to the host" in result.reason, result.reason
