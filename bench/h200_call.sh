@@ -2,7 +2,7 @@
 # One device call of the H200 benchmarks: runs the named parts in order, each under its own time limit, and packs
 # each part's files into $OUT/<part>.tar.gz as soon as it ends (a device call returns at most 8 files, and a part cut
 # by its limit still leaves what it wrote). Run from the repository root on the GPU machine, with .whl carried:
-#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize startup judgespeed kboptimize expert
+#     bash bench/h200_call.sh agreement repeats gputests   # parts: agreement repeats clocks variance gputests profile profilecli tune optimize startup judgespeed kboptimize expert sessions
 # Limits per part (seconds) can be changed by environment variables, e.g. TUNE_S=300; AGREEMENT_ARGS, REPEATS_ARGS,
 # CLOCKS_ARGS, VARIANCE_ARGS, OPTIMIZE_ARGS and EXPERT_ARGS add arguments to those parts' scripts, e.g.
 # OPTIMIZE_ARGS='--only softmax' (JUDGESPEED_ARGS='--parts repeat,judge' splits judgespeed over two calls). Two
@@ -71,6 +71,8 @@ for p in "$@"; do
         done' "$OUT/kboptimize" ;;
     expert)  # the expert backend (no model) over the suite; EXPERT_ARGS e.g. "--level 1 --quick" or "--resume FILE"
       part "expert${EXPERT_TAG:-}" "${EXPERT_S:-570}" python3 bench/expert_h200.py --out "$OUT/expert${EXPERT_TAG:-}" --deadline-s "$(( ${EXPERT_S:-570} - 40 ))" ${EXPERT_ARGS:-} ;;
+    sessions)  # sessions through the app's worker, recorded for Learn; SESSIONS_ARGS e.g. "--backend expert --only gemm_fp16,small_softmax"
+      part sessions "${SESSIONS_S:-500}" python3 bench/sessions_h200.py --out "$OUT/sessions" --deadline-s "$(( ${SESSIONS_S:-500} - 40 ))" ${SESSIONS_ARGS:-} ;;
     *) echo "unknown part $p" ;;
   esac
 done

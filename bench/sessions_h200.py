@@ -28,7 +28,11 @@ from pipeline.sessions.backends import BackendSpec  # noqa: E402
 from pipeline.stages.method import Budget  # noqa: E402
 from pipeline.types import EvalOptions  # noqa: E402
 
-PROBLEMS = {"softmax": "level1/23_Softmax.py", "layernorm": "level1/8_LayerNorm.py", "gelu_scale_bias": "level1/16_GELU_Scale_Bias.py"}
+PROBLEMS = {"softmax": "level1/23_Softmax.py", "layernorm": "level1/8_LayerNorm.py", "gelu_scale_bias": "level1/16_GELU_Scale_Bias.py",
+            # for Learn, recordings whose bottlenecks differ: a tensor-core GEMM, small problems (launch- or latency-bound),
+            # a wide-row reduction and a convolution
+            "gemm_fp16": "level1/6_GEMM_Square_FP16.py", "crossentropy": "level1/18_CrossEntropy_PerSample.py",
+            "conv3x3": "level1/22_Conv2d_3x3.py", "small_softmax": "tiny:level1/23_Softmax.py", "small_gemm": "tiny:level1/1_GEMM_Square.py"}
 # roofline_stop above 1: every sub-stage profiles its best kernel (with NCU) and shows a plan, even one already near
 # the physical floor, so each recording has its three plan gates.
 BUDGET = Budget(seeds=2, rounds=1, debug_rounds=1, tune_evals=0, roofline_stop=1.01)
@@ -43,8 +47,7 @@ def backend(kind: str, name: str) -> BackendSpec:
 def review_open_gates(store, session_id: str, log: list) -> None:
     """The reviewer script: approve what was proposed, skip where nothing was (it writes no kernel itself)."""
     for gate in api.gates(store, session_id, open_only=True):
-        proposed = gate.payload.get("proposal") is not None or gate.kind in ("verdict", "stage_end")
-        action = "approve" if proposed else "skip"
+        action = "approve" if "approve" in gate.spec.allowed(gate.data) else "skip"
         api.decide(store, session_id, gate.id, action, who="reviewer script")
         log.append({"gate": gate.id, "kind": gate.kind, "stage": gate.stage, "action": action, "at": time.time()})
 
@@ -66,7 +69,8 @@ def main() -> None:
     started = time.monotonic()
     sessions = {}
     for name in args.only.split(","):
-        problem = ROOT / "data" / "problems" / args.problems / PROBLEMS[name]
+        folder, _, relative = PROBLEMS[name].rpartition(":")  # "tiny:..." is a CPU-sized problem, run on the GPU as it is
+        problem = ROOT / "data" / "problems" / (folder or args.problems) / relative
         record = api.create_session(store, problem_path=problem, backend=backend(args.backend, name), review=args.review, device=args.device,
                                     budget=BUDGET, options=EvalOptions(device=args.device), profile_mode=args.profile_mode,
                                     label=f"recorded on the H200 ({args.backend} replies, review {args.review})")

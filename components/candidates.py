@@ -17,15 +17,18 @@ STATUS_COLOURS = {"ok": "#2e7d32", "mismatch": "#c62828", "compile_error": "#ef6
 STAGE_ORDER = ("algorithm", "parallel_mapping", "tiling", "memory")
 
 
-def table_rows(rows: Sequence[CandidateRow]) -> list[dict]:
+def table_rows(rows: Sequence[CandidateRow], marks: dict[int, list[str]] | None = None) -> list[dict]:
+    """`marks`: per candidate, the stages that handed it on and `best.py` (pipeline.api.candidate_marks)."""
+    marks = marks or {}
     return [{"id": r.id, "stage": r.stage, "origin": r.origin, "by": r.author, "parent": r.parent_id, "status": r.status or "not judged",
-             "median ms": r.median_ms, "vs eager": r.speedups.get("eager"), "vs compile": r.speedups.get("compile"),
-             "why": r.reason[:120]} for r in rows]
+             "kept": ", ".join(marks.get(r.id, [])), "median ms": r.median_ms, "vs eager": r.speedups.get("eager"),
+             "vs compile": r.speedups.get("compile"), "why": r.reason[:120]} for r in rows]
 
 
-def render_table(rows: Sequence[CandidateRow]) -> None:
-    st.dataframe(table_rows(rows), hide_index=True, width="stretch",
-                 column_config={"median ms": st.column_config.NumberColumn(format="%.4f"),
+def render_table(rows: Sequence[CandidateRow], marks: dict[int, list[str]] | None = None) -> None:
+    st.dataframe(table_rows(rows, marks), hide_index=True, width="stretch",
+                 column_config={"kept": st.column_config.TextColumn(help="the stages that handed this candidate on, and best.py: the session's result"),
+                                "median ms": st.column_config.NumberColumn(format="%.4f"),
                                 "vs eager": st.column_config.NumberColumn(format="%.3fx"),
                                 "vs compile": st.column_config.NumberColumn(format="%.3fx")})
 

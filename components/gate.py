@@ -1,30 +1,32 @@
-"""The decision controls of a gate, the proposal of a kernel gate, and the decisions that travel at a stage end.
+"""A gate on screen: one renderer per gate kind (plan, kernel, verdict, stage end) that both the Session page (a
+gate to decide, with its editor) and the Learn page (a replay, read-only) draw, where the person's earlier words
+went, and the decision controls.
 
-The five buttons have the keys gate_approve, gate_edit, gate_reject, gate_skip and gate_stop, and the feedback box
-gate_feedback (Streamlit puts `st-key-<key>` on each container). A decision is written by the page's callback, in
-the button's own callback, so nothing a person decides lives only in the browser session.
+What each kind holds, which decisions it takes and what they mean come from the registry
+(`pipeline.sessions.gatekinds`); this module only draws them. The five buttons have the keys gate_approve,
+gate_edit, gate_reject, gate_skip and gate_stop, and the feedback box gate_feedback (Streamlit puts `st-key-<key>`
+on each container). A decision is written by the page's callback, in the button's own callback, so nothing a person
+decides lives only in the browser session.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
+from components.diff import render_diff
+from components.plan import plan_editor, render_plan
+from components.profile import render_profile
+from components.verdict import render_verdict
+from pipeline.profiler.report import ProfileReport
+from pipeline.sessions.gatekinds import KINDS, Gate, Heard, KernelPayload, PlanPayload, StageEndPayload, VerdictPayload
+from pipeline.types import from_jsonable
+
 ACTIONS = ("approve", "edit", "reject", "skip", "stop")
-# What each decision means at each kind of gate (the buttons' help, so their labels stay short).
-MEANING = {
-    "plan": {"approve": "use this plan for the rewrite", "edit": "use the plan as edited in the editor",
-             "reject": "ask the Profile role again, with your feedback", "skip": "skip this round", "stop": "end this stage now"},
-    "kernel": {"approve": "judge this kernel", "edit": "judge the kernel as edited in the editor (a new candidate)",
-               "reject": "ask the Code role again, with your feedback", "skip": "skip this kernel", "stop": "end this stage now"},
-    "verdict": {"approve": "accept: a passing kernel competes for the stage's best; a failing one goes to repair",
-                "edit": "verdicts are not edited", "reject": "do not keep it (your feedback goes to the stage's next proposals)",
-                "skip": "do not keep it, no feedback", "stop": "end this stage now"},
-    "stage_end": {"approve": "hand these decisions and this kernel to the next stage", "edit": "hand on the decisions as edited",
-                  "reject": "a stage end is approved, edited or stopped", "skip": "hand them on as they are", "stop": "end the session here"},
-}
 
 
 @dataclass(frozen=True)
@@ -38,54 +40,172 @@ class Allowed:
     stop: bool = True
 
     @classmethod
+    def of(cls, gate: Gate, *, feedback_heard: bool = True) -> Allowed:
+        allowed = gate.spec.allowed(gate.data, feedback_heard=feedback_heard)
+        return cls(**{action: action in allowed for action in ACTIONS})
+
+    @classmethod
     def for_gate(cls, kind: str, has_proposal: bool, *, feedback_heard: bool = True) -> Allowed:
-        """`feedback_heard`: whether anyone reads a rejection's feedback (not with the `none` backend, where a person
-        writes every kernel: there a reject would only be a skip)."""
-        return cls(approve=has_proposal or kind in ("verdict", "stage_end"), edit=kind != "verdict",
-                   reject=kind != "stage_end" and feedback_heard)
+        """For a kind alone (`has_proposal`: whether something was proposed). `feedback_heard`: whether anyone reads
+        a rejection's feedback (not with the `none` backend, where a person writes every kernel)."""
+        spec = KINDS[kind]
+        allowed = set(spec.meaning) - (set() if has_proposal else set(spec.needs_proposal)) - (set() if feedback_heard else {"reject"})
+        return cls(**{action: action in allowed for action in ACTIONS})
 
 
 def decision_controls(kind: str, allowed: Allowed, on_decide: Callable[[str], None], *, feedback_label: str = "") -> None:
     """The feedback box (only where a reject is possible: feedback goes with it) and the five buttons."""
+    spec = KINDS[kind]
     if allowed.reject:
-        st.text_area(feedback_label or "Feedback (goes to the agent's next call when you reject)", key="gate_feedback", height=80)
+        st.text_area(feedback_label or f"Feedback for {spec.feedback_to} (goes into its next call when you reject)", key="gate_feedback", height=80)
     columns = st.columns(len(ACTIONS))
     for column, action in zip(columns, ACTIONS):
         column.button(action.capitalize(), key=f"gate_{action}", type="primary" if action == "approve" else "secondary",
-                      disabled=not getattr(allowed, action), help=MEANING[kind][action], on_click=on_decide, args=(action,),
-                      width="stretch")
+                      disabled=not getattr(allowed, action), help=spec.meaning.get(action, f"a {spec.title.lower()} does not take this"),
+                      on_click=on_decide, args=(action,), width="stretch")
 
 
-def render_kernel_proposal(payload: dict) -> None:
-    """Who proposed it and why, and the numbers it exposes to the tuning engine."""
-    label = payload.get("label") or payload.get("step", "kernel")
-    st.markdown(f"**{label}**, proposed by {payload.get('author', '?')}")
-    if payload.get("proposal") is None:
-        st.warning(f"Nothing was proposed: {payload.get('note') or 'no proposal'}. Write the kernel in the editor and press Edit, or Skip.")
+# where a person's words went ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Context:
+    """What a renderer may look up beyond the gate: the number of a gate by its key, and the prompts a `Heard`
+    names (the page reads them through pipeline.api)."""
+
+    number_of: Callable[[str], int | None] = lambda key: None
+    prompts_of: Callable[[Heard], list[dict[str, Any]]] = lambda heard: []
+
+
+def render_heard(gate: Gate, context: Context) -> None:
+    """For each earlier decision this proposal answers: what the person said and the prompt it went into."""
+    for heard in gate.data.heard:
+        number = context.number_of(heard.gate_key)
+        where = f"gate {number}" if number else "an earlier gate"
+        quoted = heard.text if len(heard.text) <= 300 else heard.text[:300] + " ..."
+        if not heard.calls:
+            st.info(f"This answers your {heard.what} at {where}: \u201c{quoted}\u201d. No model prompt carried it: the expert's rules read it "
+                    "(the rationale below says what they made of it).", icon=":material/forum:")
+            continue
+        agents = ", ".join(sorted({a or "model" for a in heard.agents}))
+        st.info(f"This answers your {heard.what} at {where}: \u201c{quoted}\u201d. It went verbatim into the prompt of "
+                f"{len(heard.calls)} model call(s) ({agents}).", icon=":material/forum:")
+        for agent, key, request in zip(heard.agents, heard.calls, context.prompts_of(heard)):
+            with st.expander(f"the prompt it went into: {agent or 'model'} call {key[:12]}"):
+                for message in request.get("messages", []):
+                    content = message.get("content") or ""
+                    if heard.text in content:
+                        st.caption(f"{message.get('role')} message, {len(content)} characters; your words at character {content.index(heard.text)}")
+                        st.code(content, language=None, wrap_lines=True)
+
+
+# one renderer per kind ---------------------------------------------------------------------------------------------
+
+def render_plan_gate(gate: Gate, *, editor_key: str | None = None, expert_key: str = "profile_expert", hide_answer: bool = False) -> None:
+    """The bottleneck report and the plan. `hide_answer` (Learn, before the learner predicts): the report's
+    numbers only, no class and no plan."""
+    p = gate.data
+    assert isinstance(p, PlanPayload)
+    report = from_jsonable(ProfileReport, p.report) if p.report else None
+
+    def the_report() -> None:
+        if report is not None:
+            render_profile(report, expert=st.toggle("expert view (every metric)", key=expert_key), hide_verdict=hide_answer)
+        else:
+            st.info("No profile report: " + (p.measurements.get("profile_error") or "the judge's numbers only"))
+
+    if hide_answer:
+        the_report()
         return
-    if payload.get("paradigm"):
-        st.markdown(f"*paradigm:* {payload['paradigm']}")
-    st.markdown(f"*rationale:* {payload.get('rationale') or '(none given)'}")
-    tunables = payload.get("tunables") or []
-    if tunables:
-        st.markdown("*tunables (searched by the tuning engine on a GPU):* " + "; ".join(f"`{t['name']}` ∈ {t['values']}" for t in tunables))
+    if editor_key is None:  # a replay: one column, the plan after the report
+        the_report()
+        if p.proposal is not None:
+            render_plan(p.diagnosis())
+        else:
+            st.info(f"no plan was proposed here: {p.note}")
+        return
+    left, right = st.columns([1, 1])
+    with left:
+        st.subheader("The bottleneck report")
+        the_report()
+        with st.expander("what the Profile role was shown (JSON)"):
+            st.json(p.measurements, expanded=False)
+    with right:
+        st.subheader(f"The plan, by {p.author}")
+        if p.proposal is not None:
+            render_plan(p.diagnosis())
+        else:
+            st.warning(f"No plan was proposed: {p.note or 'no proposal'}. Write one below and press Edit, or Skip.")
+        plan_editor(editor_key, p.proposal)
 
 
-def render_stage_end(payload: dict) -> None:
-    proposal = payload.get("proposal") or {}
-    last = payload.get("last_stage", False)
-    st.markdown("**What the session ends with** (these decisions, and this kernel is best.py)" if last else
+def render_kernel_proposal(p: KernelPayload) -> None:
+    """Who proposed it and why, and the numbers it exposes to the tuning engine."""
+    st.markdown(f"**{p.title}**, proposed by {p.author}")
+    if p.proposal is None:
+        st.warning(f"Nothing was proposed: {p.note or 'no proposal'}. Write the kernel in the editor and press Edit, or Skip.")
+        return
+    if p.paradigm:
+        st.markdown(f"*paradigm:* {p.paradigm}")
+    st.markdown(f"*rationale:* {p.rationale or '(none given)'}")
+    if p.tunables:
+        st.markdown("*tunables (searched by the tuning engine on a GPU):* " + "; ".join(f"`{t.name}` ∈ {t.values}" for t in p.tunables))
+
+
+def render_kernel_gate(gate: Gate, *, editor_key: str | None = None) -> None:
+    """The proposal, its diff (against the proposal the person rejected here, or the parent), and the editor."""
+    p = gate.data
+    assert isinstance(p, KernelPayload)
+    render_kernel_proposal(p)
+    parent = p.parent_source or ""
+    if p.proposal is not None:
+        parent_name = "parent kernel" if p.parent_id else "reference problem"
+        against = parent_name
+        if p.rejected_source:  # what changed in answer to the rejection, first
+            against = st.radio("diff against", ("the proposal you rejected", parent_name), horizontal=True, key=f"diff_against_{gate.id}")
+        if against == "the proposal you rejected":
+            render_diff(p.rejected_source, p.proposal, before_name="proposal you rejected")
+        else:
+            render_diff(parent, p.proposal, before_name=parent_name)
+    if editor_key is not None:
+        st.text_area("The whole file (edit it and press Edit to judge your version as a new candidate)",
+                     value=p.proposal or parent, key=editor_key, height=420)
+
+
+def render_verdict_gate(gate: Gate, *, editor_key: str | None = None) -> None:
+    p = gate.data
+    assert isinstance(p, VerdictPayload)
+    st.markdown(f"**Candidate {p.candidate_id}**" + (" would be the stage's best." if p.would_keep else
+                f" (the best so far is candidate {p.best_id})" if p.best_id else ""))
+    render_verdict(p.result())
+
+
+def render_stage_end_gate(gate: Gate, *, editor_key: str | None = None) -> None:
+    p = gate.data
+    assert isinstance(p, StageEndPayload)
+    st.markdown("**What the session ends with** (these decisions, and this kernel is best.py)" if p.last_stage else
                 "**What travels to the next stage** (only these decisions and this kernel: exploratory output is dropped)")
-    for decision in proposal.get("decisions", []):
-        st.markdown(f"- **{decision['stage']}**: {decision['summary']}")
-    best = proposal.get("best_id")
-    best_ms = payload.get("best_ms")
+    for decision in p.proposal.decisions:
+        st.markdown(f"- **{decision.stage}**: {decision.summary}")
+    best = p.proposal.best_id
     if best is None:
-        st.markdown("No correct kernel: best.py will be the reference." if last else "No correct kernel yet: the next stages have nothing to tune.")
+        st.markdown("No correct kernel: best.py will be the reference." if p.last_stage else "No correct kernel yet: the next stages have nothing to tune.")
     else:
-        st.markdown(("best.py will be candidate" if last else "The next stage starts from candidate") + f" **{best}**"
-                    + (f" ({best_ms:.4g} ms)" if best_ms else ""))
-    choices = payload.get("choices") or []
-    if choices:
+        st.markdown(("best.py will be candidate" if p.last_stage else "The next stage starts from candidate") + f" **{best}**"
+                    + (f" ({p.best_ms:.4g} ms)" if p.best_ms else ""))
+    if p.choices:
         st.caption("passing candidates you may choose instead (edit best_id): " + ", ".join(
-            f"{c['id']} ({c['stage']}/{c['origin']}" + (f", {c['median_ms']:.4g} ms)" if c.get("median_ms") else ")") for c in choices))
+            f"{c.id} ({c.stage}/{c.origin}" + (f", {c.median_ms:.4g} ms)" if c.median_ms else ")") for c in p.choices))
+    if editor_key is not None:
+        st.text_area("What travels, as JSON (edit the summaries or best_id, then press Edit)",
+                     value=json.dumps(p.proposal.model_dump(mode="json"), indent=2), key=editor_key, height=200)
+
+
+RENDERERS: dict[str, Callable[..., None]] = {"plan": render_plan_gate, "kernel": render_kernel_gate, "verdict": render_verdict_gate,
+                                             "stage_end": render_stage_end_gate}
+assert set(RENDERERS) == set(KINDS), "every gate kind needs its renderer"
+
+
+def render_gate_body(gate: Gate, context: Context = Context(), *, editor_key: str | None = None, **options: Any) -> None:
+    """What the gate shows, by its kind's renderer, after where the person's earlier words went."""
+    render_heard(gate, context)
+    RENDERERS[gate.kind](gate, editor_key=editor_key, **options)

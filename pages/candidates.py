@@ -18,12 +18,12 @@ from pipeline.types import from_jsonable
 
 def kept_per_stage(record: SessionRecord) -> dict[str, float | None]:
     """The time of the kernel each stage handed on (from its stage_end gate)."""
-    return {g.stage: g.payload.get("best_ms") for g in store().gates(record.id) if g.kind == "stage_end"}
+    return {g.stage: g.data.best_ms for g in api.gates(store(), record.id, kind="stage_end")}
 
 
 def latest_report(record: SessionRecord) -> ProfileReport | None:
-    plans = [g for g in store().gates(record.id) if g.kind == "plan" and g.payload.get("report")]
-    return from_jsonable(ProfileReport, plans[-1].payload["report"]) if plans else None
+    plans = [g for g in api.gates(store(), record.id, kind="plan") if g.data.report]
+    return from_jsonable(ProfileReport, plans[-1].data.report) if plans else None
 
 
 def eager_ms(record: SessionRecord, rows) -> float | None:
@@ -87,7 +87,7 @@ def render() -> None:
     if not rows:
         st.info("No candidate judged yet.")
         return
-    render_table(rows)
+    render_table(rows, api.candidate_marks(store(), record.id))
     render_plots(record, rows)
     render_one(record, rows)
 

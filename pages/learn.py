@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.diff import render_diff
-from components.gate import render_kernel_proposal, render_stage_end
+from components.gate import Context, render_gate_body
 from components.lessons import LESSONS, PREDICTABLE, answer, render_lesson, top_bottleneck
-from components.plan import render_plan
-from components.profile import render_profile
-from components.verdict import render_verdict
 from pages._context import store
 from pipeline import api
-from pipeline.agents.replies import Diagnosis
 from pipeline.expert.knowledge import topic
-from pipeline.profiler.report import ProfileReport
-from pipeline.store.records import GateRecord, SessionRecord
-from pipeline.types import EvalResult, from_jsonable
+from pipeline.sessions.gatekinds import Gate
+from pipeline.store.records import SessionRecord
 
 
 def init_page_state() -> None:
@@ -44,61 +38,47 @@ def render_lessons() -> None:
             render_lesson(lesson, "\n\n".join(topic(name) for name in lesson.topics))
 
 
-def predict(record: SessionRecord, gate: GateRecord) -> None:
+def predict(record: SessionRecord, gate: Gate) -> None:
     """The learner's guess, scored against the plan's top bottleneck and kept in the store."""
     guess = st.session_state.get(f"predict_{gate.id}")
-    actual = answer(gate.payload.get("proposal"), report_kind(gate)) or ""
+    actual = answer(gate.data.proposal, gate.data.report_kind) or ""
     api.record_prediction(store(), record.id, gate.key, st.session_state["who"], guess, actual)
     st.session_state[f"revealed_{gate.id}"] = guess
 
 
-def report_kind(gate: GateRecord) -> str | None:
-    report = gate.payload.get("report") or {}
-    return (report.get("overall") or {}).get("kind")
-
-
-def render_plan_replay(record: SessionRecord, gate: GateRecord) -> None:
-    report = gate.payload.get("report")
-    plan = gate.payload.get("proposal")
+def render_plan_replay(record: SessionRecord, gate: Gate, context: Context) -> None:
+    """The plan gate as a question first: the report's numbers, a prediction, then the plan and the answer."""
+    p = gate.data
     revealed = st.session_state.get(f"revealed_{gate.id}")
-    asking = bool(plan) and revealed is None
-    if report:  # while the learner predicts: the numbers, not the profiler's class
-        render_profile(from_jsonable(ProfileReport, report), expert=st.toggle("expert view", key=f"expert_{gate.id}"), hide_verdict=asking)
-    if asking:
+    if p.proposal is not None and revealed is None:  # while the learner predicts: the numbers, not the profiler's class
+        render_gate_body(gate, context, expert_key=f"expert_{gate.id}", hide_answer=True)
         st.markdown("**Before the plan is shown: what limits this kernel?** Read the numbers above: the speed-of-light bars, "
                     "occupancy, waves.")
         st.radio("your prediction", PREDICTABLE, key=f"predict_{gate.id}", horizontal=True, index=None)
         st.button("Reveal the plan", key="predict_reveal", on_click=predict, args=(record, gate),
                   disabled=st.session_state.get(f"predict_{gate.id}") is None, help="choose a prediction first")
         return
-    if plan:
-        actual, named = answer(plan, report_kind(gate)), top_bottleneck(plan)
+    if p.proposal is not None:
+        actual, named = answer(p.proposal, p.report_kind), top_bottleneck(p.proposal)
         said = f"the plan's top bottleneck is {named}" + ("" if named == actual else f"; the profiler measured {actual}")
         (st.success if revealed == actual else st.warning)(f"you said {revealed}; {said}")
-        if revealed != actual and report:
-            overall = (report.get("overall") or {})
+        overall = (p.report or {}).get("overall") or {}
+        if revealed != actual and p.report:
             why = "; ".join(f"{e['metric']} = {e['value'] if isinstance(e['value'], str) else format(e['value'], '.4g')}: {e['meaning']}"
                             for e in overall.get("evidence", [])[:4])
             st.markdown(f"**Why {actual}:** {overall.get('summary', '')}" + (f" The evidence: {why}." if why else ""))
-        render_plan(Diagnosis.model_validate(plan))
-    else:
-        st.info(f"no plan was proposed here: {gate.payload.get('note', '')}")
+    render_gate_body(gate, context, expert_key=f"expert_{gate.id}")
 
 
-def render_gate_replay(record: SessionRecord, gate: GateRecord) -> None:
-    payload = gate.payload
-    st.subheader(f"{gate.kind} gate · {gate.stage}")
+def render_gate_replay(record: SessionRecord, gate: Gate, number: int) -> None:
+    """A recorded gate through the same renderer as the Session page's (read-only), and the decision taken."""
+    st.subheader(f"{gate.spec.title} · {gate.stage} · gate {number}")
+    context = Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard))
     if gate.kind == "plan":
-        render_plan_replay(record, gate)
-    elif gate.kind == "kernel":
-        render_kernel_proposal(payload)
-        if payload.get("proposal"):
-            render_diff(payload.get("parent_source") or "", payload["proposal"])
-    elif gate.kind == "verdict":
-        render_verdict(from_jsonable(EvalResult, payload["verdict"]))
+        render_plan_replay(record, gate, context)
     else:
-        render_stage_end(payload)
-    hidden = gate.kind == "plan" and st.session_state.get(f"revealed_{gate.id}") is None and payload.get("proposal")
+        render_gate_body(gate, context)
+    hidden = gate.kind == "plan" and st.session_state.get(f"revealed_{gate.id}") is None and gate.data.proposal is not None
     if gate.decision is not None and not hidden:
         d = gate.decision
         st.markdown(f"**Decision:** {d.action} by {d.who}" + (f" - {d.feedback}" if d.feedback else ""))
@@ -127,7 +107,7 @@ def render_replay() -> None:
     chosen = st.selectbox("Session to replay", list(labels), format_func=labels.get, key="replay_pick", on_change=lambda: st.session_state.update(replay_index=0))
     record = store().session(chosen)
     # every gate, decided by a person or passed by the review mode: verdicts and stage ends are the outcomes of the plans
-    gates = store().gates(chosen)
+    gates = api.gates(store(), chosen)
     if not gates:
         st.info("this recording has no gates")
         return
@@ -136,7 +116,7 @@ def render_replay() -> None:
     left.button("previous", icon=":material/arrow_back:", key="replay_prev", on_click=step, args=(-1, len(gates)), disabled=index == 0)
     middle.progress((index + 1) / len(gates), text=f"gate {index + 1} of {len(gates)}")
     right.button("next", icon=":material/arrow_forward:", key="replay_next", on_click=step, args=(1, len(gates)), disabled=index == len(gates) - 1)
-    render_gate_replay(record, gates[index])
+    render_gate_replay(record, gates[index], index + 1)
     right_answers, total = api.prediction_score(store(), st.session_state["who"])
     st.caption(f"{st.session_state['who']}'s predictions: {right_answers} of {total} right")
 

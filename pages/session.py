@@ -3,23 +3,16 @@ bottleneck report and plan, the kernel's diff, the verdict, or what travels at a
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
-from components.diff import render_diff
-from components.gate import Allowed, decision_controls, render_kernel_proposal, render_stage_end
-from components.plan import plan_editor, render_plan, validate_plan
-from components.profile import render_profile
+from components.gate import Allowed, Context, decision_controls, render_gate_body
+from components.plan import validate_plan
 from components.session import render_stage_progress, render_timeline, stage_states
-from components.verdict import render_verdict
 from components.style import apply as apply_style
 from pages._context import session_from_url, store
 from pipeline import api
-from pipeline.agents.replies import Diagnosis
-from pipeline.profiler.report import ProfileReport
+from pipeline.sessions.gatekinds import Gate
 from pipeline.store.records import GateRecord, SessionRecord
-from pipeline.types import EvalResult, from_jsonable
 
 LIVE_EVERY_S = 0.3  # the fragment's poll: a new gate is on screen well within a second
 
@@ -51,75 +44,16 @@ def decide(session_id: str, gate: GateRecord, action: str) -> None:
     state["gate_feedback"] = ""
 
 
-def render_plan_gate(gate: GateRecord) -> str:
-    payload = gate.payload
-    left, right = st.columns([1, 1])
-    with left:
-        st.subheader("The bottleneck report")
-        report = payload.get("report")
-        if report:
-            st.toggle("expert view (every metric)", key="profile_expert")
-            render_profile(from_jsonable(ProfileReport, report), expert=st.session_state["profile_expert"])
-        else:
-            st.info("No profile report: " + (payload.get("measurements", {}).get("profile_error") or "the judge's numbers only"))
-        with st.expander("what the Profile role was shown (JSON)"):
-            st.json(payload.get("measurements", {}), expanded=False)
-    with right:
-        st.subheader(f"The plan, by {payload.get('author', '?')}")
-        if payload.get("proposal") is not None:
-            render_plan(Diagnosis.model_validate(payload["proposal"]))
-        else:
-            st.warning(f"No plan was proposed: {payload.get('note') or 'no proposal'}. Write one below and press Edit, or Skip.")
-        plan_editor(editor_key(gate), payload.get("proposal"))
-    return "feedback for the Profile role when you reject"
+def gate_context(record: SessionRecord) -> Context:
+    return Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard))
 
 
-def render_kernel_gate(gate: GateRecord) -> str:
-    payload = gate.payload
-    render_kernel_proposal(payload)
-    parent = payload.get("parent_source") or ""
-    if payload.get("proposal") is not None:
-        parent_name = "parent kernel" if payload.get("parent_id") else "reference problem"
-        against = parent_name
-        if payload.get("rejected_source"):  # what changed in answer to the rejection, first
-            against = st.radio("diff against", ("the proposal you rejected", parent_name), horizontal=True, key=f"diff_against_{gate.id}")
-        if against == "the proposal you rejected":
-            render_diff(payload["rejected_source"], payload["proposal"], before_name="proposal you rejected")
-        else:
-            render_diff(parent, payload["proposal"], before_name=parent_name)
-    st.text_area("The whole file (edit it and press Edit to judge your version as a new candidate)",
-                 value=payload.get("proposal") or parent, key=editor_key(gate), height=420)
-    return "feedback for the Code role when you reject"
-
-
-def render_verdict_gate(gate: GateRecord) -> str:
-    payload = gate.payload
-    result = from_jsonable(EvalResult, payload["verdict"])
-    st.markdown(f"**Candidate {payload['candidate_id']}**" + (" would be the stage's best." if payload.get("would_keep") else
-                f" (the best so far is candidate {payload.get('best_id')})" if payload.get("best_id") else ""))
-    render_verdict(result)
-    return "feedback for the stage's next proposals when you reject"
-
-
-def render_stage_end_gate(gate: GateRecord) -> str:
-    render_stage_end(gate.payload)
-    st.text_area("What travels, as JSON (edit the summaries or best_id, then press Edit)",
-                 value=json.dumps(gate.payload.get("proposal"), indent=2), key=editor_key(gate), height=200)
-    return "a stage end takes no rejection"
-
-
-RENDERERS = {"plan": render_plan_gate, "kernel": render_kernel_gate, "verdict": render_verdict_gate, "stage_end": render_stage_end_gate}
-TITLES = {"plan": "Plan gate", "kernel": "Kernel gate", "verdict": "Verdict gate", "stage_end": "Stage end"}
-
-
-def render_gate(record: SessionRecord, gate: GateRecord) -> None:
-    number = 1 + sum(1 for g in store().gates(record.id, with_payload=False) if g.id < gate.id)  # this session's own count
-    st.header(f"{TITLES[gate.kind]} · {gate.stage} · gate {number}", help=f"gate id {gate.id} (egg gate decide {record.id} {gate.id} ...)")
-    feedback_label = RENDERERS[gate.kind](gate)
-    has_proposal = gate.payload.get("proposal") is not None
+def render_gate(record: SessionRecord, gate: Gate) -> None:
+    number = api.gate_number(store(), gate)  # this session's own count
+    st.header(f"{gate.spec.title} · {gate.stage} · gate {number}", help=f"gate id {gate.id} (egg gate decide {record.id} {gate.id} ...)")
+    render_gate_body(gate, gate_context(record), editor_key=editor_key(gate))
     heard = record.backend.get("kind") != "none"
-    decision_controls(gate.kind, Allowed.for_gate(gate.kind, has_proposal, feedback_heard=heard), lambda action: decide(record.id, gate, action),
-                      feedback_label=feedback_label)
+    decision_controls(gate.kind, Allowed.of(gate, feedback_heard=heard), lambda action: decide(record.id, gate, action))
     if st.session_state["decide_error"]:
         st.error(st.session_state["decide_error"])
 

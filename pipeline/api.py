@@ -24,10 +24,9 @@ import pipeline
 from pipeline.problems.loader import ProblemError, check_problem_source, decode_source, fingerprint_text, load_problem, read_source
 from pipeline.config import ConfigError
 from pipeline.sessions.backends import MODEL_KEY_VARIABLES, BackendError, BackendSpec, worker_environment
-from pipeline.sessions.edits import DecisionError, check_decision
-from pipeline.sessions.gates import REVIEW_MODES
+from pipeline.sessions.gatekinds import KINDS, REVIEW_MODES, DecisionError, Gate, check_decision
 from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings
-from pipeline.stages.method import Budget
+from pipeline.stages.method import STAGE_NAMES, Budget
 from pipeline.store import BUSY_TIMEOUT_S, Contention, GateClosed, Store, StoreError
 from pipeline.store.records import BenchRunRecord, CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
 from pipeline.types import EvalOptions, EvalResult, from_jsonable
@@ -267,7 +266,7 @@ class SessionView:
 
     session: SessionRecord
     worker_alive: bool
-    pending: list[GateRecord]
+    pending: list[Gate]
     decisions: list[DecisionRecord]
 
     def to_json(self) -> dict[str, Any]:
@@ -285,7 +284,7 @@ class SessionView:
 
 def session_view(store: Store, session_id: str) -> SessionView:
     record = get_session(store, session_id)
-    return SessionView(record, worker_alive(record), store.gates(session_id, open_only=True), store.decisions(session_id))
+    return SessionView(record, worker_alive(record), [Gate.of(g) for g in store.gates(session_id, open_only=True)], store.decisions(session_id))
 
 
 def gate_json(gate: GateRecord) -> dict[str, Any]:
@@ -296,22 +295,8 @@ def gate_json(gate: GateRecord) -> dict[str, Any]:
 
 def gate_summary(gate: GateRecord) -> str:
     """One line of what a gate showed: the plan's top bottleneck and the profiler's class, a kernel's step and
-    rationale, a verdict's status and time, what a stage end hands on."""
-    p = gate.payload
-    if gate.kind == "plan":
-        report = (p.get("report") or {}).get("overall") or {}
-        top = ((p.get("proposal") or {}).get("bottlenecks") or [{}])[0]
-        measured = f"; profiler ({(p.get('report') or {}).get('source')}): {report.get('kind')}" if report else ""
-        return (f"plan: {top.get('name')}, first fix: {top.get('fixes', [{}])[0].get('change', '')}" if p.get("proposal") else f"no plan ({p.get('note')})") + measured
-    if gate.kind == "kernel":
-        return f"{p.get('label') or p.get('step')}: " + (p.get("rationale") or "(no rationale)" if p.get("proposal") else f"nothing proposed ({p.get('note')})")
-    if gate.kind == "verdict":
-        v = p.get("verdict") or {}
-        timing = (v.get("timing") or {}).get("median_ms")
-        speed = ", ".join(f"{s:.3f}x vs {k}" for k, s in (v.get("speedups") or {}).items())
-        return f"candidate {p.get('candidate_id')}: {v.get('status')}" + (f", {timing:.4g} ms" if timing else "") + (f", {speed}" if speed else "")
-    decisions = (p.get("proposal") or {}).get("decisions") or []
-    return "; ".join(f"{d['stage']}: {d['summary']}" for d in decisions) or "nothing decided yet"
+    rationale, a verdict's status and time, what a stage end hands on (each kind's own summary)."""
+    return Gate.of(gate).summary
 
 
 def cancel(store: Store, session_id: str) -> SessionRecord:
@@ -364,16 +349,40 @@ def events(store: Store, session_id: str, after_id: int = 0) -> list[EventRecord
 # gates and decisions ---------------------------------------------------------------------------------------------
 
 
-def gates(store: Store, session_id: str, *, open_only: bool = False) -> list[GateRecord]:
+def gates(store: Store, session_id: str, *, open_only: bool = False, kind: str | None = None) -> list[Gate]:
+    """The session's gates, oldest first, each with its payload typed by its kind (`Gate.data`)."""
     get_session(store, session_id)
-    return store.gates(session_id, open_only=open_only)
+    if kind is not None and kind not in KINDS:
+        raise ApiError(f"no gate kind {kind!r}: one of {', '.join(KINDS)}")
+    return [Gate.of(g) for g in store.gates(session_id, open_only=open_only) if kind is None or g.kind == kind]
 
 
-def get_gate(store: Store, session_id: str, gate_id: int) -> GateRecord:
+def get_gate(store: Store, session_id: str, gate_id: int) -> Gate:
     gate = store.gate(gate_id)
     if gate is None or gate.session_id != session_id:
         raise ApiError(f"no gate {gate_id} in session {session_id}")
-    return gate
+    return Gate.of(gate)
+
+
+def gate_number(store: Store, gate: GateRecord) -> int:
+    """The gate's number within its session (1 for the first), as the pages and `egg gate` show it."""
+    return 1 + sum(1 for g in store.gates(gate.session_id, with_payload=False) if g.id < gate.id)
+
+
+def gate_numbers(store: Store, session_id: str) -> dict[str, int]:
+    """Each of the session's gates' number (1 for the first), by gate key."""
+    return {g.key: n for n, g in enumerate(store.gates(session_id, with_payload=False), 1)}
+
+
+def gate_by_key(store: Store, session_id: str, key: str) -> Gate | None:
+    """The session's gate with this deterministic key (what a `Heard` names), or None."""
+    return next((Gate.of(g) for g in store.gates(session_id) if g.key == key), None)
+
+
+def heard_prompts(store: Store, session_id: str, heard) -> list[dict[str, Any]]:
+    """The requests (system, messages) a `Heard` names, in its order: what the model was sent with the person's
+    words in it."""
+    return [r for r in (store.request(session_id, key) for key in heard.calls) if r is not None]
 
 
 def decide(store: Store, session_id: str, gate_id: int, action: str, *, edit_text: str | None = None, feedback: str = "",
@@ -485,6 +494,22 @@ def candidate_rows(store: Store, session_id: str) -> list[CandidateRow]:
     return [CandidateRow(r["id"], r["stage"], r["origin"], r["author"], r["parent_id"], r["note"], r["status"], r["reason"] or "",
                          r["median_ms"], r["low"], r["high"], json.loads(r["speedups"]) if r["speedups"] else {}, r["created_at"])
             for r in rows]
+
+
+def candidate_marks(store: Store, session_id: str) -> dict[int, list[str]]:
+    """What each candidate became in the session's record: the stages that handed it on, and `best.py` for the
+    session's result (the same record best.py, report.md and evidence.json are written from)."""
+    record = get_session(store, session_id)
+    marks: dict[int, list[str]] = {}
+    handed = store.handed_on(session_id)
+    for stage in STAGE_NAMES:
+        best = handed.get(stage)
+        if best is not None:
+            marks.setdefault(best, []).append(stage)
+    best_id = record.outcome.get("best_id")
+    if record.status == "done" and best_id is not None and not record.outcome.get("best_is_reference"):
+        marks.setdefault(best_id, []).append("best.py")
+    return marks
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ access patterns), and the expected gain is bounded by the distance to the roofli
 
 For the expert backend's own kernels (`diagnose_kernel`) two more rules read the kernel's record: a GEMM whose
 output tiles cannot fill the 132 SMs is an `underfilled_grid` (evidence: its tile count), and with no profile at all
-the judge's time against the physical floor still yields a plan.
+the judge's time against the physical floor still yields a plan. Any kernel (a person's, a model's) has its measured
+launch grid checked against the SMs in parallel mapping: too few programs, or a thin last wave.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def diagnose_kernel(kernel: str, measurements: Measurements, stage: str, feedbac
 
     found = diagnose(measurements, stage)
     bottlenecks = list(found.bottlenecks) if isinstance(found, Diagnosis) else []
-    grid = _grid_evidence(kernel) if stage == "parallel_mapping" else None
+    grid = (_grid_evidence(kernel) or _launch_grid_evidence(kernel, measurements)) if stage == "parallel_mapping" else None
     if grid is not None:
         bottlenecks.insert(0, grid)
     if not isinstance(found, Diagnosis):  # no profile: the judge's time against the floor still says something
@@ -150,6 +151,40 @@ def _grid_evidence(kernel: str) -> Bottleneck | None:
             fix = Fix(change=f"split K across more programs (split-K), called for by output_tiles = {tiles} < {SMS} SMs",
                       expected_gain_pct=round(min(80.0, 100.0 * (1 - tiles / SMS)), 1))
             return Bottleneck(name="underfilled_grid", evidence=[evidence], fixes=[fix])
+    return None
+
+
+def _launch_grid_evidence(kernel: str, measurements: Measurements) -> Bottleneck | None:
+    """Any kernel's measured launch grid against the SMs: a grid of fewer programs than SMs leaves SMs idle, and a
+    grid of a few waves with a thin last wave leaves most SMs idle for that wave. The fix names the block size the
+    kernel's launches pass (a smaller one maps more programs), or says that its launch computes it."""
+    from pipeline.expert.steering import launched_kernels
+
+    report = measurements.report
+    if report is None or not report.kernels:
+        return None
+    sms = report.ceilings.sms if report.ceilings is not None and report.ceilings.sms else SMS
+    slowest = max((k for k in report.kernels if k.blocks), key=lambda k: k.duration_ms or 0.0, default=None)
+    if slowest is None:
+        return None
+    blocks = slowest.blocks
+    waves = blocks / sms
+    tail = waves - int(waves)
+    blocks_named = [name for k in launched_kernels(kernel) for name, v in k.values.items() if name.startswith("BLOCK") or name.endswith("BLOCK")]
+    knob = f"a smaller {blocks_named[0]}" if blocks_named else "a smaller block per program (its launch computes the block size: write it as a number to tune it)"
+    grid = "x".join(str(g) for g in slowest.grid)
+    if blocks < sms:
+        evidence = Evidence(metric="launch__grid_size", value=str(blocks),
+                            interpretation=f"{slowest.name} launches a {grid} grid: {blocks} programs for {sms} SMs, {sms - blocks} SMs idle")
+        fix = Fix(change=f"more programs per launch: {knob} (called for by launch__grid_size = {blocks} < {sms} SMs)",
+                  expected_gain_pct=round(min(80.0, 100.0 * (1 - blocks / sms)), 1))
+        return Bottleneck(name="underfilled_grid", evidence=[evidence], fixes=[fix])
+    if 1 <= waves < 4 and 0 < tail <= 0.5:
+        evidence = Evidence(metric="waves", value=f"{waves:.2f}",
+                            interpretation=f"{slowest.name}: {blocks} programs on {sms} SMs; the last wave keeps {tail:.0%} of the SMs busy")
+        fix = Fix(change=f"a grid of whole waves: {knob} or a larger one, so the programs are a multiple of {sms} "
+                         f"(called for by waves = {waves:.2f})", expected_gain_pct=round(min(30.0, 100.0 * (1 - tail) / (int(waves) + 1)), 1))
+        return Bottleneck(name="wave_tail", evidence=[evidence], fixes=[fix])
     return None
 
 

@@ -327,11 +327,19 @@ def gate_list(session_id: str = typer.Argument(...), all_gates: bool = typer.Opt
     if as_json:
         print(json.dumps([api.gate_json(g) for g in found], indent=1))
         return
+    numbers = api.gate_numbers(store, session_id)
     for gate in found:
-        proposal = gate.payload.get("proposal")
-        what = "nothing proposed" if proposal is None and gate.kind in ("plan", "kernel") else gate.payload.get("label") or ""
         state = f"{gate.decision.action} by {gate.decision.who}" if gate.decision else "open"
-        out.print(f"gate {gate.id}: {gate.kind} in {gate.stage} ({state}) {what}", highlight=False)
+        out.print(f"gate {gate.id} (no. {numbers.get(gate.key, '?')}): {gate.kind} in {gate.stage} ({state}) {gate.summary}", highlight=False)
+        for heard in gate.data.heard:
+            out.print(f"  answers your {heard.what} at gate no. {numbers.get(heard.gate_key, '?')}: " + heard_line(heard), highlight=False)
+
+
+def heard_line(heard) -> str:
+    """Where a person's words went: into which model calls' prompts, or to the expert's rules."""
+    if not heard.calls:
+        return "no model prompt (the expert's rules read it; the proposal's rationale says what they made of it)"
+    return "in the prompt of " + ", ".join(f"the {agent or 'model'} call {key[:12]}" for agent, key in zip(heard.agents, heard.calls))
 
 
 @gate_app.command("decide")

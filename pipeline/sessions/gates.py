@@ -17,17 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.sessions.edits import parse_edit
+from pipeline.sessions.gatekinds import REVIEW_MODES, REVIEWED, GatePayload, kind_of
 from pipeline.store import Store
 from pipeline.store.records import GateRecord
 
-REVIEW_MODES = ("every", "plans", "stage_ends", "auto")
-REVIEWED: dict[str, frozenset[str]] = {
-    "every": frozenset({"plan", "kernel", "verdict", "stage_end"}),
-    "plans": frozenset({"plan", "kernel"}),
-    "stage_ends": frozenset({"stage_end"}),
-    "auto": frozenset(),
-}
+__all__ = ["REVIEW_MODES", "REVIEWED", "Ruling", "SessionCancelled", "StoreGates"]
 POLL_S = 0.2
 
 
@@ -37,11 +31,13 @@ class SessionCancelled(Exception):
 
 @dataclass(frozen=True)
 class Ruling:
-    """What a gate gives back to the engine: the action, the edited value (parsed and validated), the feedback."""
+    """What a gate gives back to the engine: the action, the edited value (parsed and validated), the feedback,
+    and the gate's key (so that what answers the decision can name it)."""
 
     action: str
     value: Any = None
     feedback: str = ""
+    gate_key: str = ""
 
 
 def payload_fingerprint(payload: dict[str, Any]) -> str:
@@ -59,23 +55,26 @@ class StoreGates:
         self.on_wait, self.on_resume, self.poll_s = on_wait, on_resume, poll_s
         self._ordinals: collections.Counter[tuple[str, str]] = collections.Counter()
 
-    def ask(self, stage: str, kind: str, payload: dict[str, Any], identity: dict[str, Any] | None = None) -> Ruling:
+    def ask(self, stage: str, typed: GatePayload, identity: dict[str, Any] | None = None) -> Ruling:
         """`identity` is what makes the gate the same gate in a replay or a branch (no row ids, no paths); it
         defaults to the whole payload."""
+        spec = kind_of(typed)
+        kind = spec.name
+        payload = typed.model_dump(mode="json")
         ordinal = self._ordinals[(stage, kind)]
         self._ordinals[(stage, kind)] += 1
         key = f"{stage}/{kind}/{ordinal}/{payload_fingerprint(payload if identity is None else identity)}"
-        reviewed = kind in REVIEWED[self.review]
+        reviewed = self.review in spec.reviewed_in
         gate = self.store.open_gate(self.session_id, key, stage, kind, ordinal, reviewed, payload)
         if gate.decision is None and not gate.reviewed:
-            action = "approve" if payload.get("proposal") is not None or kind in ("verdict", "stage_end") else "skip"
+            action = "approve" if "approve" in spec.allowed(typed) else "skip"
             self.store.add_decision(gate.id, self.session_id, action, "auto", payload.get("proposal"), None)
             gate = self.store.gate(gate.id)
         if gate.decision is None:
             gate = self._wait(gate)
         decision = gate.decision
-        value = parse_edit(kind, decision.after, payload) if decision.action == "edit" else None
-        return Ruling(decision.action, value, decision.feedback)
+        value = spec.read_edit(decision.after) if decision.action == "edit" else None
+        return Ruling(decision.action, value, decision.feedback, gate.key)
 
     def checkpoint(self) -> None:
         """Between steps: end the session now if a cancel was asked for."""

@@ -24,6 +24,7 @@ from pipeline.agents.replies import DebugReply, Diagnosis, KernelReply
 from pipeline.llm.accounting import Ledger
 from pipeline.problems.loader import fingerprint_text, load_candidate, read_source
 from pipeline.profiler.report import ProfileReport
+from pipeline.sessions.gatekinds import Choice, GatePayload, Heard, KernelPayload, PlanPayload, StageEnd, StageEndPayload, VerdictPayload
 from pipeline.sessions.gates import Ruling
 from pipeline.stages.method import ALGORITHM, HARDWARE_STAGES, PARADIGMS, Attempt, Budget, Decision, Progress, Stage
 from pipeline.store import Store
@@ -46,7 +47,7 @@ class Evaluator(Protocol):
 class Gates(Protocol):
     """Where the engine stops for a person (pipeline.sessions.gates.StoreGates)."""
 
-    def ask(self, stage: str, kind: str, payload: dict[str, Any], identity: dict[str, Any] | None = None) -> Ruling: ...
+    def ask(self, stage: str, payload: GatePayload, identity: dict[str, Any] | None = None) -> Ruling: ...
 
     def checkpoint(self) -> None: ...
 
@@ -109,8 +110,10 @@ class Optimizer:
         self._plans_seen: dict[str, dict[str, Diagnosis | None]] = {}  # per stage: each (plan, kernel) given, and what was followed
         self.first_check_s: float | None = None  # the wall time of this run's first judged check (reference included)
         self.last_check_s: float | None = None
-        self._feedback: dict[str, list[str]] = {}
-        self._calls_seen = 0  # stage -> what reviewers said when rejecting verdicts there
+        self._feedback: dict[str, list[str]] = {}  # stage -> what reviewers said when rejecting verdicts there
+        self._feedback_from: dict[tuple[str, str], str] = {}  # (stage, verdict feedback) -> the gate it was given at
+        self.plan_edit: tuple[str, str, str] | None = None  # the last plan's edit, when the reviewer edited it: (gate key, what, text)
+        self._calls_seen = 0
         self._judged: dict[str, int] = {}  # source fingerprint -> the candidate that was judged with it
         self._verdicts_rejected: set[int] = set()
         self.options_key = verdict_key(judge.options)
@@ -211,7 +214,8 @@ class Optimizer:
                 continue
             best_source, best_id = self.progress.best_source, self.progress.best_id
             ask = lambda fb: self.backend.rewrite(best_source, stage.name, stage.objective, plan, self.progress.decisions, self._time_text(), fb)
-            proposed = self.propose(stage.name, "rewrite", ask, parent_id=best_id, parent_source=best_source, label=f"rewrite, round {round_index + 1}")
+            proposed = self.propose(stage.name, "rewrite", ask, parent_id=best_id, parent_source=best_source, label=f"rewrite, round {round_index + 1}",
+                                    answers=(self.plan_edit,) if self.plan_edit else ())
             if proposed is None:
                 continue
             cid, result, source = self.consider(proposed, stage.name, "rewrite", best_id, note=proposed.note or _top_fix(plan))
@@ -224,24 +228,28 @@ class Optimizer:
         """The Profile role's Diagnosis of the best kernel, through its plan gate (None: the round is skipped)."""
         measurements = self.measure()
         feedback: list[str] = []
+        answering: list[tuple[str, str, str]] = []  # (gate key, what, text) of the rejections the next plan answers
+        self.plan_edit = None
         for _ in range(MAX_REJECTIONS + 1):
             self._check_budget()
+            first_call = len(self.ledger.records)
             reply = self.backend.diagnose(self.progress.best_source, measurements, stage.name, stage.objective, "\n".join(feedback))
             self._store_new_calls()
-            payload = {
-                "proposal": reply.model_dump(mode="json") if isinstance(reply, Diagnosis) else None,
-                "note": reply.reason if isinstance(reply, NoProposal) else "",
-                "author": self.backend.name,
-                "kernel_id": self.progress.best_id,
-                "objective": stage.objective,
-                "measurements": measurements.for_model(),
-                "report": to_jsonable(measurements.report) if measurements.report else None,
-            }
+            payload = PlanPayload(
+                proposal=reply.model_dump(mode="json") if isinstance(reply, Diagnosis) else None,
+                note=reply.reason if isinstance(reply, NoProposal) else "",
+                author=self.backend.name,
+                kernel_id=self.progress.best_id,
+                objective=stage.objective,
+                measurements=measurements.for_model(),
+                report=to_jsonable(measurements.report) if measurements.report else None,
+                heard=self._heard(answering, first_call),
+            )
             if isinstance(reply, NoProposal):
                 self.on_event(f"  no plan from {self.backend.name}: {reply.reason}", "no_proposal", stage=stage.name)
                 if not feedback and getattr(self.backend, "empty_is_final", False):
                     return None  # the rules' last word, and no rejection to answer: nothing for a person to decide
-            identity = {"proposal": payload["proposal"], "note": payload["note"], "kernel": fingerprint_text(self.progress.best_source)}
+            identity = {"proposal": payload.proposal, "note": payload.note, "kernel": fingerprint_text(self.progress.best_source)}
             seen = self._plans_seen.setdefault(stage.name, {})
             repeat = json.dumps(identity, sort_keys=True)
             if not feedback and repeat in seen:  # an earlier round was given this very plan for this very kernel
@@ -250,13 +258,14 @@ class Optimizer:
                     "followed as the reviewer decided then, without a gate" if followed is not None else "skipped, as the reviewer decided then"),
                     "same_plan", stage=stage.name)
                 return followed
-            ruling = self.gates.ask(stage.name, "plan", payload, identity)
+            ruling = self.gates.ask(stage.name, payload, identity)
             if ruling.action == "approve":
                 seen[repeat] = reply if isinstance(reply, Diagnosis) else None
                 return seen[repeat]
             if ruling.action == "edit":
                 self.on_event("  the reviewer edited the plan", "decision", action="edit")
                 seen[repeat] = ruling.value
+                self.plan_edit = (ruling.gate_key, "edited plan", ruling.value.model_dump_json(indent=1))
                 return ruling.value
             if ruling.action == "stop":
                 raise StageStopped()
@@ -264,19 +273,24 @@ class Optimizer:
                 seen[repeat] = None
                 return None
             feedback.append(ruling.feedback or "the plan was rejected")
+            answering = [(ruling.gate_key, "feedback", ruling.feedback)] if ruling.feedback else []
         self.on_event(f"  plan rejected {MAX_REJECTIONS + 1} times: this round is skipped", "info")
         return None
 
     # proposing and judging -----------------------------------------------------------------------------------------
 
     def propose(self, stage: str, step: str, ask: Callable[[str], KernelReply | DebugReply | NoProposal], *, parent_id: int | None,
-                parent_source: str | None, label: str) -> Proposed | None:
+                parent_source: str | None, label: str, answers: tuple[tuple[str, str, str], ...] = ()) -> Proposed | None:
         """Ask the backend for a kernel and pass it through its kernel gate; rejections go back with their
         feedback. None: no kernel for this step (skipped, or nothing proposed and nothing written)."""
         feedback = [VERDICT_NOTE + line for line in self._feedback.get(stage, [])]  # guidance for the step, not its rejections
+        # what this step's prompt carries from a person: the verdict feedback of the stage, an edited plan
+        answering = [(self._feedback_from.get((stage, line), ""), "feedback", line) for line in self._feedback.get(stage, [])]
+        answering += list(answers)
         rejected: str | None = None  # the last proposal the reviewer rejected here: what the next one answers
         for attempt in range(MAX_REJECTIONS + 1):
             self._check_budget()
+            first_call = len(self.ledger.records)
             reply = ask("\n".join(feedback))
             self._store_new_calls()
             source = None if isinstance(reply, NoProposal) else reply.kernel
@@ -298,22 +312,23 @@ class Optimizer:
                               + (f" ({why[:300]})" if why else ""), "same_kernel", stage=stage, step=step, candidate_id=same, rationale=why)
                 return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()),
                                 getattr(reply, "paradigm", None), same_as=same)
-            payload = {
-                "step": step,
-                "label": label,
-                "proposal": source,
-                "note": reply.reason if isinstance(reply, NoProposal) else "",
-                "author": self.backend.name,
-                "rationale": _rationale(reply),
-                "paradigm": getattr(reply, "paradigm", None),
-                "tunables": [t.model_dump() for t in getattr(reply, "tunables", None) or []],
-                "parent_id": parent_id,
-                "parent_source": parent_source,
-                "diff": unified_diff(parent_source or "", source or "", "parent" if parent_id else "reference"),
-                "rejected_source": rejected,  # the proposal this one answers, when the reviewer rejected one here
-            }
-            identity = {"step": step, "proposal": source, "note": payload["note"], "parent": fingerprint_text(parent_source or "")}
-            ruling = self.gates.ask(stage, "kernel", payload, identity)
+            payload = KernelPayload(
+                step=step,
+                label=label,
+                proposal=source,
+                note=reply.reason if isinstance(reply, NoProposal) else "",
+                author=self.backend.name,
+                rationale=_rationale(reply),
+                paradigm=getattr(reply, "paradigm", None),
+                tunables=[t.model_dump() for t in getattr(reply, "tunables", None) or []],
+                parent_id=parent_id,
+                parent_source=parent_source,
+                diff=unified_diff(parent_source or "", source or "", "parent" if parent_id else "reference"),
+                rejected_source=rejected,
+                heard=self._heard(answering, first_call),
+            )
+            identity = {"step": step, "proposal": source, "note": payload.note, "parent": fingerprint_text(parent_source or "")}
+            ruling = self.gates.ask(stage, payload, identity)
             if ruling.action == "approve" and source is not None:
                 return Proposed(source, self.backend.name, _rationale(reply) or "", tuple(getattr(reply, "tunables", None) or ()), getattr(reply, "paradigm", None))
             if ruling.action == "edit":
@@ -325,6 +340,7 @@ class Optimizer:
                 return None
             feedback.append(ruling.feedback or "the kernel was rejected")
             rejected = source if source is not None else rejected
+            answering = [(ruling.gate_key, "feedback", ruling.feedback)] if ruling.feedback else []
         self.on_event(f"  {label}: rejected {MAX_REJECTIONS + 1} times, moving on", "info")
         return None
 
@@ -363,14 +379,15 @@ class Optimizer:
     def verdict_gate(self, stage: str, cid: int, result: EvalResult) -> Ruling:
         """Accept the verdict (a passing kernel competes for the stage's best; a failing one goes to repair), or
         not; a rejection's feedback goes to the stage's next proposals."""
-        payload = {"candidate_id": cid, "verdict": to_jsonable(result), "best_id": self.progress.best_id, "best_ms": self.progress.best_ms,
-                   "would_keep": result.ok and self._better(result)}
+        payload = VerdictPayload(candidate_id=cid, verdict=to_jsonable(result), best_id=self.progress.best_id, best_ms=self.progress.best_ms,
+                                 would_keep=result.ok and self._better(result))
         identity = {"candidate": result.candidate.fingerprint, "status": result.status.value, "reason": result.reason}
-        ruling = self.gates.ask(stage, "verdict", payload, identity)
+        ruling = self.gates.ask(stage, payload, identity)
         if ruling.action == "reject":
             self._verdicts_rejected.add(cid)
         if ruling.action == "reject" and ruling.feedback:
             self._feedback.setdefault(stage, []).append(ruling.feedback)
+            self._feedback_from[(stage, ruling.feedback)] = ruling.gate_key
         if ruling.action == "stop":
             raise StageStopped()
         return ruling
@@ -466,14 +483,14 @@ class Optimizer:
         from), then the checkpoint."""
         p = self.progress
         passing = [a for a in p.attempts if a.status == "ok" and a.candidate_id not in self._verdicts_rejected]
-        payload = {
-            "last_stage": stage is HARDWARE_STAGES[-1],
-            "proposal": {"decisions": [{"stage": d.stage, "summary": d.summary} for d in p.decisions], "best_id": p.best_id},
-            "best_ms": p.best_ms,
-            "choices": [{"id": a.candidate_id, "stage": a.stage, "origin": a.origin, "median_ms": a.median_ms} for a in passing],
-        }
-        identity = {"decisions": payload["proposal"]["decisions"], "best": fingerprint_text(p.best_source or "")}
-        ruling = self.gates.ask(stage.name, "stage_end", payload, identity)
+        payload = StageEndPayload(
+            last_stage=stage is HARDWARE_STAGES[-1],
+            proposal=StageEnd(decisions=[{"stage": d.stage, "summary": d.summary} for d in p.decisions], best_id=p.best_id),
+            best_ms=p.best_ms,
+            choices=[Choice(id=a.candidate_id, stage=a.stage, origin=a.origin, median_ms=a.median_ms) for a in passing],
+        )
+        identity = {"decisions": payload.proposal.model_dump(mode="json")["decisions"], "best": fingerprint_text(p.best_source or "")}
+        ruling = self.gates.ask(stage.name, payload, identity)
         if ruling.action == "edit":
             self._apply_stage_end(ruling.value)
         if ruling.action == "stop":
@@ -535,6 +552,24 @@ class Optimizer:
         return Measurements(result, report)
 
     # helpers -------------------------------------------------------------------------------------------------------
+
+    def _heard(self, answering: list[tuple[str, str, str]], first_call: int) -> list[Heard]:
+        """What a person said that the proposal just made answers, with the model calls (since `first_call`) whose
+        prompts carried it: only calls whose request holds the text verbatim are named."""
+        calls = self.ledger.records[first_call:]
+        heard = []
+        for key, what, text in answering:
+            if not text:
+                continue
+            carried = [c for c in calls if self._prompt_holds(c.request_key, text)]
+            heard.append(Heard(gate_key=key, what=what, text=text, calls=[c.request_key for c in carried], agents=[c.agent or "" for c in carried]))
+        return heard
+
+    def _prompt_holds(self, request_key: str, text: str) -> bool:
+        request = self.store.request(self.session_id, request_key)
+        if request is None:
+            return False
+        return any(text in (m.get("content") or "") for m in request.get("messages", []))
 
     def _store_new_calls(self) -> None:
         records = self.ledger.records

@@ -326,6 +326,12 @@ class Store:
         rows = self._rows("SELECT request_json FROM llm_exchanges WHERE session_id = ? ORDER BY created_at, rowid", (session_id,))
         return [json.loads(r["request_json"]) for r in rows]
 
+    def request(self, session_id: str, request_key: str) -> dict[str, Any] | None:
+        """The request the session's model was sent under this key (its first occurrence), or None."""
+        row = self._one("SELECT request_json FROM llm_exchanges WHERE session_id = ? AND request_key = ? ORDER BY occurrence LIMIT 1",
+                        (session_id, request_key))
+        return json.loads(row["request_json"]) if row else None
+
     def add_call(self, session_id: str, record: dict[str, Any]) -> None:
         self._write(lambda db: db["llm_calls"].insert({"session_id": session_id, "record_json": json.dumps(record)}))
 
@@ -390,6 +396,11 @@ class Store:
             for decision in json.loads(row["state_json"]).get("decisions", []):
                 outcomes.setdefault(decision["stage"], decision["summary"])
         return outcomes
+
+    def handed_on(self, session_id: str) -> dict[str, int | None]:
+        """The candidate each finished stage handed on (its checkpoint's best), by stage."""
+        rows = self._rows("SELECT stage, json_extract(state_json, '$.best_id') AS best_id FROM stages WHERE session_id = ?", (session_id,))
+        return {r["stage"]: r["best_id"] for r in rows}
 
     def decided_stage_ends(self, session_id: str) -> set[str]:
         rows = self._rows("SELECT DISTINCT g.stage FROM gates g JOIN decisions d ON d.gate_id = g.id WHERE g.session_id = ? AND g.kind = 'stage_end'", (session_id,))

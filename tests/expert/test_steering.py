@@ -87,3 +87,57 @@ def test_feedback_on_an_earlier_verdict_guides_a_step_without_counting_as_its_re
     guided = seed(tiny("23_Softmax"), index=2, feedback=VERDICT_NOTE + "not that one, and XBLOCK>1")
     assert guided.paradigm == own.paradigm  # seed 2 is still seed 2's paradigm
     assert "XBLOCK=2," in guided.kernel and "XBLOCK=1," in own.kernel
+
+
+PERSONS_KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096, num_warps=4)
+        return out
+'''
+
+
+def measured_grid(grid: tuple[int, ...], sms: int = 132) -> Measurements:
+    import dataclasses
+
+    from pipeline.profiler.ceilings import nominal
+    from pipeline.profiler.report import Classification, Evidence as ProfileEvidence, KernelProfile, ProfileReport
+
+    overall = Classification("memory_bound", 30.0, (ProfileEvidence("dram_throughput_pct", 60.0, "DRAM at 60%"),), "memory-bound")
+    kernel = KernelProfile("scale_kernel", duration_ms=0.02, grid=grid, block=(128,), classification=overall)
+    ceilings = dataclasses.replace(nominal(), sms=sms)
+    return Measurements(None, ProfileReport("ncu", "c.py", "0" * 64, "p.py", "0" * 64, (kernel,), overall, ceilings, None, 0.02, None))
+
+
+def test_any_kernels_launch_grid_is_checked_against_the_sms_in_parallel_mapping():
+    """A person's kernel with no record: its measured grid against the SMs, the fix naming the block size its launch
+    passes (and the tuning engine then offered that block size); a computed block size is said to be one."""
+    few = BACKEND.diagnose(PERSONS_KERNEL, measured_grid((48,)), "parallel_mapping", "o")
+    top = few.bottlenecks[0]
+    assert top.name == "underfilled_grid" and top.evidence[0].metric == "launch__grid_size" and top.evidence[0].value == "48"
+    assert "84 SMs idle" in top.evidence[0].interpretation and "a smaller BLOCK" in top.fixes[0].change
+    tail = BACKEND.diagnose(PERSONS_KERNEL, measured_grid((150,)), "parallel_mapping", "o").bottlenecks[0]
+    assert tail.name == "wave_tail" and tail.evidence[0].value == "1.14" and "14% of the SMs" in tail.evidence[0].interpretation
+    whole = BACKEND.diagnose(PERSONS_KERNEL, measured_grid((264,)), "parallel_mapping", "o")
+    assert all(b.name not in ("underfilled_grid", "wave_tail") for b in whole.bottlenecks)
+    other_stage = BACKEND.diagnose(PERSONS_KERNEL, measured_grid((48,)), "memory", "o")
+    assert all(b.name != "underfilled_grid" for b in other_stage.bottlenecks)
+    on_a_smaller_gpu = BACKEND.diagnose(PERSONS_KERNEL, measured_grid((48,), sms=40), "parallel_mapping", "o").bottlenecks[0]
+    assert on_a_smaller_gpu.name == "wave_tail"  # 48 programs on 40 SMs: 1.2 waves
+    computed = (ROOT / "examples" / "candidates" / "softmax_triton.py").read_text()
+    said = BACKEND.diagnose(computed, measured_grid((16,)), "parallel_mapping", "o").bottlenecks[0].fixes[0].change
+    assert "its launch computes the block size" in said
+    rewrite = BACKEND.rewrite(PERSONS_KERNEL, "parallel_mapping", "o", few, [], "")
+    assert isinstance(rewrite, KernelReply) and any(t.name == "BLOCK" and 2048 in t.values for t in rewrite.tunables)

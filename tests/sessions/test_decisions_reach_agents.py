@@ -86,3 +86,18 @@ def test_an_edited_plan_and_a_rejections_feedback_reach_the_agents(tmp_path):
     assert rejected.feedback.startswith("REJECT-MARKER") and "variant transform-1" in rejected.before
     edited = next(d for d in decisions if d.action == "edit")
     assert edited.before == DIAGNOSIS and edited.after == EDITED
+    # each proposal that answers a decision names it and the prompt that carried it (the gate shows that prompt)
+    gates = api.gates(store, session.id)
+    by_key = {g.key: g for g in gates}
+    answered = [(g, h) for g in gates for h in g.data.heard]
+    assert {h.what for _, h in answered} == {"feedback", "edited plan"}, answered
+    for gate, heard in answered:
+        asked = by_key[heard.gate_key]
+        assert asked.id < gate.id and asked.decision is not None
+        assert heard.calls and heard.agents == ["code"] * len(heard.calls)
+        prompts = api.heard_prompts(store, session.id, heard)
+        assert len(prompts) == len(heard.calls) and all(heard.text in user_text(p) for p in prompts)
+    feedback = next(h for g, h in answered if h.what == "feedback")
+    assert by_key[feedback.gate_key].decision.action == "reject" and feedback.text == rejected.feedback
+    plan = next((g, h) for g, h in answered if h.what == "edited plan")
+    assert plan[0].data.step == "rewrite" and by_key[plan[1].gate_key].kind == "plan" and "PLAN-MARKER" in plan[1].text

@@ -88,4 +88,8 @@ def test_egg_gate_from_a_terminal_steers_the_same_way(tmp_path):
         time.sleep(0.2)
     assert again["kind"] == "kernel" and "XBLOCK=4," in again["payload"]["proposal"]
     assert "Feedback acted on: XBLOCK>=4" in again["payload"]["rationale"] and "'please'" not in again["payload"]["rationale"]
+    assert again["payload"]["heard"] == [{"gate_key": first["key"], "what": "feedback", "text": "XBLOCK>=4 please", "calls": [], "agents": []}]
+    listed = egg.run("gate", "list", session_id, "--all").stdout
+    assert f"gate {again['id']} (no. 2): kernel in algorithm (open) seed" in listed, listed
+    assert "answers your feedback at gate no. 1: no model prompt (the expert's rules read it" in listed, listed
     egg.run("session", "cancel", session_id)

@@ -1,9 +1,11 @@
-"""Whatever the person chose is what every record says: best.py, report.md, evidence.json, the session's outcome and
-the stage line agree after a stage-end edit of the best kernel, stopped stages and a rejected verdict."""
+"""Whatever the person chose is what every record says: best.py, report.md, evidence.json, the session's outcome, the
+stage line and the Candidates page agree after a stage-end edit of the best kernel, stopped stages and a rejected
+verdict."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from components.session import stage_states
@@ -15,6 +17,26 @@ from tests.sessions.driver import SOFTMAX
 from tests.sessions.test_decisions_reach_agents import wait_open_gate
 
 CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1)
+
+
+def candidates_page_kept(db, session_id: str) -> dict[int, str]:
+    """The Candidates page's `kept` column, by candidate id, as the page draws it."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.ui.conftest import APP
+
+    os.environ["EGG_DB"] = str(db)
+    try:
+        app = AppTest.from_file(str(APP), default_timeout=60)
+        app.run()
+        app.switch_page("pages/candidates.py")
+        app.query_params["id"] = session_id
+        app.run()
+    finally:
+        del os.environ["EGG_DB"]
+    assert not app.exception, app.exception
+    rows = app.dataframe[0].value
+    return dict(zip(map(int, rows["id"]), rows["kept"]))
 
 
 def test_the_records_agree_with_the_persons_choices(tmp_path):
@@ -53,6 +75,9 @@ def test_the_records_agree_with_the_persons_choices(tmp_path):
                                                      store.stage_outcomes(session.id))}
     assert states == {"algorithm": "done", "parallel_mapping": "stopped", "tiling": "done", "memory": "stopped"}
     assert stage_ends["memory"]["last_stage"] and not stage_ends["tiling"]["last_stage"]
+    kept = candidates_page_kept(tmp_path / "egg.sqlite", session.id)
+    assert kept[1] == "" and kept[2].split(", ")[0] == "algorithm" and kept[2].endswith("best.py"), kept
+    assert [i for i, k in kept.items() if "best.py" in k] == [2]
 
 
 def test_a_rejected_verdict_is_not_offered_as_a_choice_and_a_cancelled_session_shows_where_it_ended(tmp_path):
@@ -77,3 +102,5 @@ def test_a_rejected_verdict_is_not_offered_as_a_choice_and_a_cancelled_session_s
     assert record.status == "cancelled"
     states = [s.state for s in stage_states(record.stage, store.decided_stage_ends(session.id), record.status, store.stage_outcomes(session.id))]
     assert states == ["cancelled", "not reached", "not reached", "not reached"]
+    kept = candidates_page_kept(tmp_path / "egg.sqlite", session.id)
+    assert set(kept) == {1, 2} and not any(kept.values()), kept  # nothing handed on, no best.py: the session was cancelled

@@ -58,6 +58,12 @@ def test_an_expert_walks_a_session_through_its_gates(app, db, script):
     first_transform = header(gate)
     decide(app, "reject", feedback="fuse the max and the sum into one pass")
     rerun_until(app, lambda a: header(a).startswith("Kernel gate") and header(a) != first_transform, what="a new proposal")
+    # the new proposal says what it answers and shows the prompt the feedback went into
+    rejected_number = int(first_transform.rsplit("gate ", 1)[1])
+    assert any(f"answers your feedback at gate {rejected_number}" in i.value and "fuse the max and the sum" in i.value
+               and "verbatim into the prompt of 1 model call(s) (code)" in i.value for i in app.info), [i.value for i in app.info]
+    prompt = next(e for e in app.expander if e.label.startswith("the prompt it went into: code call"))
+    assert any("fuse the max and the sum into one pass" in c.value for c in prompt.code)
     edited = editor(app).value.replace("# variant 2", "# variant 2, edited by the expert")
     editor(app).set_value(edited)
     decide(app, "edit")
@@ -76,6 +82,7 @@ def test_an_expert_walks_a_session_through_its_gates(app, db, script):
     editor(app).set_value(json.dumps(better))
     decide(app, "edit")
     at_gate(app, "Kernel gate · parallel_mapping")
+    assert any("answers your edited plan at gate" in i.value and "latency_bound" in i.value for i in app.info), [i.value for i in app.info]
     decide(app, "approve")
     at_gate(app, "Verdict gate · parallel_mapping")
     decide(app, "approve")
