@@ -12,7 +12,7 @@ Modes:
   transformed seed, each judged with every check; the fastest passing one is egg's answer. Stage 2 (profiling,
   structural variants, tuning) is not run, and the winner is not re-verified on a held-out seed (each candidate's
   own verdict already has the signed and hidden trials): that would double the reference runs.
-- `optimize`: `egg optimize` itself per problem (pipeline.stages.run.optimize with the expert backend, stage 2 and
+- `optimize`: `egg optimize` itself per problem (pipeline.api.optimize with the expert backend, stage 2 and
   the held-out re-verification included), budgeted by --per-problem-s; costs 3-6x the seeds mode.
 egg never ends worse than the reference: where no candidate passes, or the fastest is slower than eager, the
 answer is the reference itself (speedup 1.0 over eager) and the table says so ("kept the reference").
@@ -130,7 +130,7 @@ def seeds_mode(path: Path, options: EvalOptions, args: argparse.Namespace, budge
 def optimize_mode(path: Path, options: EvalOptions, args: argparse.Namespace, budget_s: float, work: Path) -> dict[str, Any]:
     """`egg optimize` itself with the expert backend (stage 2 and the held-out re-verification included)."""
     from pipeline.stages.method import Budget
-    from pipeline.stages.run import ModelChoice, optimize
+    from pipeline.api import ModelChoice, optimize
 
     run_dir = work / key(path).replace("/", "_")
     budget = Budget(seeds=args.seeds, rounds=args.rounds, tune_evals=args.tune_evals, transforms=args.transforms,

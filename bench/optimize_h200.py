@@ -4,7 +4,7 @@ candidate measured by the real judge, and the per-stage (cumulative ablation) sp
 Run on the GPU machine from the repository root:
     PYTHONPATH=. python bench/optimize_h200.py --out $OUT
 
-For each problem (softmax, layernorm, gelu_scale_bias) it runs pipeline.stages.run.optimize in this process, one after
+For each problem (softmax, layernorm, gelu_scale_bias) it runs pipeline.api.optimize in this process, one after
 another, with the script examples/scripts/h200_<name>.yaml (built by examples/scripts/make_h200_scripts.py),
 EvalOptions(device="cuda") and Budget(seeds=2, rounds=1, debug_rounds=1). Each run's folder (store, candidates,
 best.py) goes under --work; --out gets at most 6 flat files: optimize_h200.md and .json (the summary, rewritten after
@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from pipeline.stages.run import ModelChoice, optimize
+from pipeline.api import ModelChoice, optimize
 from pipeline.stages.method import STAGE_NAMES, Budget
 from pipeline.report.optimize import Outcome
 from pipeline.types import EvalOptions

@@ -66,7 +66,7 @@ def render_header(record: SessionRecord, alive: bool) -> None:
     if record.error:
         st.error(record.error)
     if record.outcome.get("headline"):
-        (st.success if not record.outcome.get("best_is_reference") else st.warning)(record.outcome["headline"])
+        (st.warning if record.outcome.get("keeps_reference") or record.outcome.get("best_is_reference") else st.success)(record.outcome["headline"])
     buttons = st.columns(4)
     if record.resumable and not alive:
         buttons[0].button("Retry" if record.status == "failed" else "Resume", key="session_resume", on_click=lambda: api.resume(store(), record.id),

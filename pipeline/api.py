@@ -16,16 +16,18 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pipeline
 from pipeline.problems.loader import ProblemError, check_problem_source, decode_source, fingerprint_text, load_problem, read_source
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, LLMConfig
+from pipeline.report.optimize import Outcome
 from pipeline.sessions.backends import MODEL_KEY_VARIABLES, BackendError, BackendSpec, worker_environment
 from pipeline.sessions.gatekinds import KINDS, REVIEW_MODES, DecisionError, Gate, check_decision
-from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings
+from pipeline.sessions.runner import OUTPUT_FILES, SessionSettings, drive
 from pipeline.stages.method import STAGE_NAMES, Budget
 from pipeline.store import BUSY_TIMEOUT_S, Contention, GateClosed, Store, StoreError
 from pipeline.store.records import BenchRunRecord, CandidateRecord, DecisionRecord, EventRecord, GateRecord, SessionRecord
@@ -160,8 +162,9 @@ def uploaded_source(data: bytes, filename: str) -> str:
 def create_session(store: Store, *, problem_path: str | Path | None = None, problem_source: str | None = None,
                    problem_filename: str = "problem.py", backend: BackendSpec, review: str = "every", device: str = "auto",
                    budget: Budget = Budget(), options: EvalOptions | None = None, profile_mode: str = "auto",
-                   label: str = "") -> SessionRecord:
-    """A new session (not yet running: `start_worker` runs it). A problem is a file, or pasted/uploaded text."""
+                   label: str = "", work_dir: str | Path | None = None, session_id: str | None = None) -> SessionRecord:
+    """A new session (not yet running: `start_worker` runs it, or `run_here`). A problem is a file, or pasted or
+    uploaded text. `work_dir`: the session's folder (default: sessions/<id> beside the store)."""
     if review not in REVIEW_MODES:
         raise ApiError(f"review must be one of {', '.join(REVIEW_MODES)}, not {review!r}")
     if device not in DEVICES:
@@ -173,14 +176,15 @@ def create_session(store: Store, *, problem_path: str | Path | None = None, prob
     if problem_source is None and problem_path is None:
         raise ApiError("a session needs a problem: a file, or its source")
     name = check_problem_text(problem_source, problem_filename) if problem_source is not None else None
-    session_id = uuid.uuid4().hex[:12]
-    work_dir = store.path.parent / "sessions" / session_id
+    session_id = session_id or uuid.uuid4().hex[:12]
+    owned = work_dir is None  # a folder we make is removed again when the session cannot be made; a given one never is
+    work_dir = Path(work_dir).resolve() if work_dir is not None else store.path.parent / "sessions" / session_id
     try:
         path = _saved_problem(work_dir, name, problem_source) if name is not None else Path(problem_path)
         problem = load_problem(path)
         source = read_source(problem.path)
     except ProblemError as error:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        _discard(work_dir, owned)
         raise ApiError(str(error)) from None
     settings = SessionSettings(budget, options or EvalOptions(), profile_mode)
     try:
@@ -188,10 +192,93 @@ def create_session(store: Store, *, problem_path: str | Path | None = None, prob
                              problem_source=source, backend=backend.to_json(), review=review, device=device,
                              settings=settings.to_json(), work_dir=str(work_dir), label=label)
     except StoreError:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        _discard(work_dir, owned)
         raise
     work_dir.mkdir(parents=True, exist_ok=True)
     return store.session(session_id)
+
+
+def _discard(work_dir: Path, owned: bool) -> None:
+    if owned:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def run_here(store: Store, session_id: str, *, echo: Callable[[str], None] = lambda message: None, llm_config=None) -> Outcome:
+    """Run the session in this process to its end (no worker process): what `egg optimize` does."""
+    get_session(store, session_id)
+    return drive(store, session_id, echo=echo, llm_config=llm_config)
+
+
+# egg optimize ----------------------------------------------------------------------------------------------------
+
+RUN_FILE = "run.json"
+STORE_FILE = "egg.sqlite"
+
+
+class RunError(ApiError):
+    """A run that cannot start or resume; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A configured model (pipeline.config's llm section), a script file, or the expert backend (neither)."""
+
+    llm: LLMConfig | None = None
+    script: Path | None = None
+
+    def backend(self) -> BackendSpec:
+        if self.script is not None:
+            return BackendSpec("script", str(self.script))
+        if self.llm is not None and self.llm.spec is not None:
+            return BackendSpec("llm", str(self.llm.spec))
+        return BackendSpec("expert")
+
+    def describe(self) -> str:
+        return self.backend().describe()
+
+
+def _run_id(out: Path, store: Store, resume: bool, problem_fp: str) -> tuple[str, bool]:
+    run_file = out / RUN_FILE
+    if resume:
+        if not run_file.exists():
+            raise RunError(f"nothing to resume in {out}: no {RUN_FILE} (start without --resume)")
+        session_id = json.loads(run_file.read_text())["run_id"]
+        saved = store.session(session_id)
+        if saved is None or saved.problem_fp != problem_fp:
+            raise RunError(f"{out} holds a run of another problem (or a changed problem file): use another --out")
+        return session_id, True
+    if run_file.exists():
+        raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
+    session_id = uuid.uuid4().hex[:12]
+    run_file.write_text(json.dumps({"run_id": session_id}))
+    return session_id, False
+
+
+def optimize(problem_path: str | Path, out: str | Path, choice: ModelChoice, options: EvalOptions, budget: Budget = Budget(), *,
+             resume: bool = False, on_event: Callable[[str], None] = lambda message: None, profile_mode: str = "auto") -> Outcome:
+    """`egg optimize`: one session in review mode `auto` (no gate waits), created like any other and run in this
+    process, with its store and outputs in `out` (best.py, report.md, evidence.json, egg.sqlite, run.json and
+    candidates/), so a killed run can `resume` under the settings it started with. `profile_mode` is
+    pipeline.profiler's (auto, ncu, torch_profiler, static_only; cpu runs are always static_only)."""
+    problem = load_problem(problem_path)
+    out = Path(out).resolve()  # the session's folder is stored absolute
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        store = Store(out / STORE_FILE)
+    except StoreError as error:  # not an SQLite file, damaged, locked: one line
+        raise RunError(str(error)) from None
+    try:
+        session_id, resumed = _run_id(out, store, resume, problem.fingerprint)
+        if not resumed:
+            create_session(store, problem_path=problem.path, backend=choice.backend(), review="auto", device=options.device, budget=budget,
+                           options=options, profile_mode=profile_mode, work_dir=out, session_id=session_id)
+        else:
+            on_event(f"resuming run {session_id} from {out / STORE_FILE}")
+        return run_here(store, session_id, echo=on_event, llm_config=choice.llm)
+    except StoreError as error:
+        raise RunError(str(error)) from None
+    finally:
+        store.close()
 
 
 def _saved_problem(work_dir: Path, name: str, source: str) -> Path:
@@ -507,7 +594,7 @@ def candidate_marks(store: Store, session_id: str) -> dict[int, list[str]]:
         if best is not None:
             marks.setdefault(best, []).append(stage)
     best_id = record.outcome.get("best_id")
-    if record.status == "done" and best_id is not None and not record.outcome.get("best_is_reference"):
+    if record.status == "done" and best_id is not None and not (record.outcome.get("keeps_reference") or record.outcome.get("best_is_reference")):
         marks.setdefault(best_id, []).append("best.py")
     return marks
 

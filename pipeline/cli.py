@@ -223,9 +223,9 @@ def optimize(
 ) -> None:
     """Optimize one problem: seeds, then parallel mapping, tiling and memory; writes best.py, report.md,
     evidence.json into --out. Exit status 1 when no candidate passed (best.py is then the reference)."""
+    from pipeline import api
+    from pipeline.api import ModelChoice
     from pipeline.config import ConfigError, load_config
-    from pipeline.stages.run import ModelChoice, RunError
-    from pipeline.stages.run import optimize as run_optimize
     from pipeline.stages.script import ScriptError
     from pipeline.stages.method import Budget
     from pipeline.problems.loader import ProblemError
@@ -241,8 +241,8 @@ def optimize(
         options = EvalOptions(device=resolve_device(device))
         budget = Budget(seeds=seeds, rounds=rounds, debug_rounds=debug_rounds, transforms=transforms, tune_evals=tune_evals,
                         max_llm_calls=max_llm_calls, max_cost_usd=max_cost_usd, max_wall_s=max_wall_s)
-        outcome = run_optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False), profile_mode=profile_mode)
-    except (ConfigError, RunError, ScriptError, ProblemError) as exc:
+        outcome = api.optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False), profile_mode=profile_mode)
+    except (ConfigError, api.ApiError, ScriptError, ProblemError) as exc:
         fail(str(exc))
     Console().print(f"[bold]{outcome.headline()}[/]\nwrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}")
     raise typer.Exit(1 if outcome.best_is_reference else 0)

@@ -230,7 +230,7 @@ def outcome_summary(outcome: Outcome) -> dict[str, Any]:
         "headline": outcome.headline(),
         "best_is_reference": outcome.best_is_reference,
         "keeps_reference": outcome.keeps_reference,
-        "best_id": outcome.progress.best_id,
+        "best_id": outcome.progress.best_id,  # the fastest verified candidate; best.py is the reference when keeps_reference
         "best_ms": outcome.progress.best_ms,
         "speedups": final.speedups if final and final.ok else {},
         "final_status": final.status.value if final else None,

@@ -6,7 +6,7 @@ import time
 
 from pipeline import api
 from pipeline.stages.method import Budget
-from pipeline.stages.run import ModelChoice, optimize
+from pipeline.api import ModelChoice, optimize
 from pipeline.types import EvalOptions
 from tests.sessions.driver import ROOT, SOFTMAX
 

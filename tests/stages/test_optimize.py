@@ -15,7 +15,7 @@ import pytest
 from pipeline.config import CassetteConfig, LLMConfig
 from pipeline.judge import evaluate
 from pipeline.llm.spec import parse_spec
-from pipeline.stages.run import ModelChoice, optimize
+from pipeline.api import ModelChoice, optimize
 from pipeline.stages.method import Budget
 from pipeline.problems.loader import fingerprint_text, load_candidate, load_problem
 from pipeline.store import Store
@@ -115,7 +115,7 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path):
 
 
 def test_resume_refuses_a_folder_without_a_run(tmp_path):
-    from pipeline.stages.run import RunError
+    from pipeline.api import RunError
 
     with pytest.raises(RunError, match="nothing to resume"):
         optimize(SOFTMAX, tmp_path, ModelChoice(script=SCRIPT), CPU, DEMO_BUDGET, resume=True)

@@ -33,8 +33,9 @@ def test_a_recording_holds_real_ncu_reports_and_timed_verdicts(bundle, tmp_path)
         assert report["source"] == "ncu" and "H200" in report["ceilings"]["device"] and report["ceilings"]["source"] == "measured"
         assert report["kernels"][0]["metrics"]  # the raw counters are there for the expert view
     rows = api.candidate_rows(store, record.id)
-    assert rows and all(r.status == "ok" and r.median_ms for r in rows)
-    assert record.outcome["speedups"]["eager"] > 1
+    assert rows and all(r.status is not None for r in rows) and all(r.median_ms for r in rows if r.status == "ok")
+    # a win, or (the recorded 3x3 convolution) the honest story of a loss: best.py is the reference, and says so
+    assert record.outcome["speedups"]["eager"] > 1 or (record.outcome["keeps_reference"] and "nothing beat the reference" in record.outcome["headline"])
     assert api.import_bundle(store, data).id == record.id and len(api.list_sessions(store)) == 1  # imported once
 
 
@@ -144,3 +145,16 @@ def test_the_learners_name_survives_a_visit_to_another_page(app, db):
     app.switch_page("pages/sessions.py").run()
     app.switch_page("pages/learn.py").run()
     assert app.text_input(key="who").value == "ada"
+
+
+def test_the_recordings_predictions_have_different_answers(tmp_path):
+    """Learn's quiz is no quiz if every plan gate has the same answer: the recordings cover a memory-bound row
+    kernel, a tensor-core GEMM and a launch-bound small problem."""
+    from components.lessons import answer
+
+    store = api.open_store(tmp_path / "egg.sqlite")
+    answers = {}
+    for record in api.import_recorded(store):
+        for gate in api.gates(store, record.id, kind="plan"):
+            answers.setdefault(answer(gate.data.proposal, gate.data.report_kind), set()).add(record.problem_name)
+    assert {"memory_bound", "compute_bound_tensor", "launch_bound"} <= set(answers), answers
