@@ -1,10 +1,16 @@
-"""How fast the web app's pages render on a full store, and how soon a session's page shows a gate a worker wrote.
+"""How fast the web app's pages are on a full store, as a person waits in a browser.
 
     python bench/app_pages.py --out bench/results/DATE-app [--repeats 5] [--no-browser]
 
-Seeds a store with 50 sessions and, in one of them, 1,000 candidates (each with a verdict of realistic size, three
-gates and events), then times every page through Streamlit's AppTest (the page's script run, median of --repeats),
-and, in Chromium against `egg ui`, the time from a gate row written into the store to its header on screen.
+Seeds a store with 50 sessions and, in one of them, 1,000 candidates (each with a verdict of realistic size, two
+gates and an event), then measures:
+- server render: every page through Streamlit's AppTest (the page's script run, median of --repeats);
+- in Chromium against `egg ui`: the time from navigating to each page to its main content on screen (the gate's
+  header, the candidates' table and its first plot, the sessions' table, a replayed gate, ...), median of
+  --repeats fresh navigations;
+- a decision: from the click on Approve to the next gate's header on screen, the next gate written the moment the
+  decision is in the store (as a worker whose next step is instant);
+- a gate row written into the store (as a worker writes it) to its header on screen.
 Runs on the CPU machine: nothing here touches a GPU. Writes pages.json and README.md under --out.
 """
 
@@ -26,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline import api  # noqa: E402
 from pipeline.problems.loader import fingerprint_text  # noqa: E402
+from pipeline.sessions.gatekinds import KernelPayload, VerdictPayload  # noqa: E402
 from pipeline.store import Store  # noqa: E402
 
 SOFTMAX = ROOT / "data" / "problems" / "tiny" / "level1" / "23_Softmax.py"
@@ -70,8 +77,11 @@ def seed(db: Path, sessions: int, big: int) -> str:
                 cid = store.add_candidate(session_id, ("algorithm", "parallel_mapping", "tiling", "memory")[i % 4], "rewrite", text, fp,
                                           None, "bench", "expert", f"k{i}")
                 store.save_verdict(problem_fp, fp, "bench", "ok", verdict(i, fp))
-                for kind in ("kernel", "verdict"):
-                    gate = store.open_gate(session_id, f"g/{kind}/{i}", "tiling", kind, i, True, {"proposal": text if kind == "kernel" else None, "candidate_id": cid})
+                payloads = {"kernel": KernelPayload(step="rewrite", label=f"rewrite {i}", proposal=text, author="expert", rationale="bench",
+                                                    parent_source=KERNEL, parent_id=1),
+                            "verdict": VerdictPayload(candidate_id=cid, verdict=verdict(i, fp))}
+                for kind, payload in payloads.items():
+                    gate = store.open_gate(session_id, f"g/{kind}/{i}", "tiling", kind, i, True, payload.model_dump(mode="json"))
                     store.add_decision(gate.id, session_id, "approve", "person", None, None)
                 store.add_event(session_id, "verdict", f"candidate {cid} (rewrite): ok, 1.0 ms - passed every check")
         store.update_session(session_id, status="done" if s else "waiting", stage="tiling",
@@ -116,8 +126,64 @@ def time_pages(db: Path, session_id: str, repeats: int) -> dict[str, float]:
     return results
 
 
-def gate_latency(db: Path, session_id: str, trials: int) -> list[float]:
-    """Seconds from a gate row written (as a worker writes it) to its header in Chromium, on `egg ui`."""
+# Each page's main content: what a person came to the page for (a selector that is on screen once it is drawn).
+MAIN_CONTENT = {
+    "new session": ("/", "[data-testid=stHeading]:has-text('New session')"),
+    "session (open gate)": ("/session?id={id}", "h2:has-text('Plan gate')"),
+    "candidates": ("/candidates?id={id}", "[data-testid=stDataFrame] canvas, [data-testid=stDataFrame] table"),
+    "candidates (first plot)": ("/candidates?id={id}", ".js-plotly-plot .main-svg, [data-testid=stAlertContentInfo]"),
+    "sessions": ("/sessions", "[data-testid=stDataFrame] canvas, [data-testid=stDataFrame] table"),
+    "learn (a replayed gate)": ("/learn", "h3:has-text(' gate ')"),
+    "settings": ("/settings", "[data-testid=stHeading]:has-text('Settings')"),
+}
+
+
+def browser_pages(page, url: str, session_id: str, repeats: int) -> dict[str, float]:
+    """Seconds from navigation to each page's main content, median of `repeats` fresh loads (the first is not
+    counted: a server keeps its caches warm)."""
+    results = {}
+    for name, (path, selector) in MAIN_CONTENT.items():
+        seconds = []
+        for _ in range(repeats + 1):
+            page.goto("about:blank")
+            start = time.perf_counter()
+            page.goto(url + path.format(id=session_id), wait_until="commit")
+            page.locator(selector).first.wait_for(state="visible", timeout=60_000)
+            seconds.append(time.perf_counter() - start)
+        results[name] = round(statistics.median(seconds[1:]), 3)
+    return results
+
+
+def decision_latency(page, url: str, store: Store, session_id: str, trials: int) -> list[float]:
+    """Seconds from a click on Approve to the next gate's header on screen; the next gate is written the moment the
+    decision is stored (a worker whose next step takes no time)."""
+    import threading
+
+    latencies = []
+    page.goto(f"{url}/session?id={session_id}")
+    for trial in range(trials):
+        current = store.gates(session_id, open_only=True)[0]
+        page.locator("h2").filter(has_text=f"gate {api.gate_number(store, current)}").first.wait_for(timeout=60_000)
+        page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
+
+        def worker() -> None:
+            while store.gate(current.id).decision is None:
+                time.sleep(0.01)
+            store.open_gate(session_id, f"decision/{trial}", "memory", "verdict", 2000 + trial, True,
+                            VerdictPayload(candidate_id=1, verdict=verdict(trial, "fp"), would_keep=True).model_dump(mode="json"))
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        start = time.perf_counter()
+        page.locator(".st-key-gate_approve button:visible").click()
+        page.locator("h2").filter(has_text=f"Verdict gate · memory · gate {api.gate_number(store, current) + 1}").first.wait_for(timeout=60_000)
+        latencies.append(round(time.perf_counter() - start, 3))
+        thread.join()
+    return latencies
+
+
+def in_browser(db: Path, session_id: str, trials: int, repeats: int) -> dict:
+    """Chromium against `egg ui`: page loads, decisions and gates written by a worker, as a person sees them."""
     from playwright.sync_api import sync_playwright
 
     from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
@@ -135,24 +201,26 @@ def gate_latency(db: Path, session_id: str, trials: int) -> list[float]:
             except OSError:
                 time.sleep(0.2)
         store = Store(db)
-        for gate in store.gates(session_id, open_only=True):  # the page shows the oldest open gate: clear the way
-            store.add_decision(gate.id, session_id, "approve", "bench", None, None)
-        latencies = []
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            pages = browser_pages(page, url, session_id, repeats)
+            decisions = decision_latency(page, url, store, session_id, trials)
+            for gate in store.gates(session_id, open_only=True):  # the page shows the oldest open gate: clear the way
+                store.add_decision(gate.id, session_id, "approve", "bench", None, None)
             page.goto(f"{url}/session?id={session_id}")
             page.wait_for_selector("h1", timeout=60_000)
+            latencies = []
             for trial in range(trials):
                 time.sleep(1.5)
                 gate = store.open_gate(session_id, f"latency/{trial}", "memory", "verdict", 1000 + trial, True,
-                                       {"candidate_id": 1, "verdict": verdict(trial, "fp"), "best_id": None, "best_ms": None, "would_keep": True})
+                                       VerdictPayload(candidate_id=1, verdict=verdict(trial, "fp"), would_keep=True).model_dump(mode="json"))
                 written = time.perf_counter()
-                page.wait_for_selector(f"h2:has-text('gate {gate.id}')", timeout=30_000)
+                page.locator("h2").filter(has_text=f"gate {api.gate_number(store, gate)}").first.wait_for(timeout=30_000)
                 latencies.append(round(time.perf_counter() - written, 3))
                 store.add_decision(gate.id, session_id, "approve", "bench", None, None)
             browser.close()
-        return latencies
+        return {"page_to_main_content_s": pages, "click_to_next_gate_s": decisions, "gate_to_screen_s": latencies}
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=20)
@@ -175,15 +243,23 @@ def main() -> None:
     big = seed(db, args.sessions, args.candidates)
     seeded_s = round(time.perf_counter() - started, 1)
     pages = time_pages(db, big, args.repeats)
-    latencies = [] if args.no_browser else gate_latency(db, big, args.latency_trials)
+    browser = {} if args.no_browser else in_browser(db, big, args.latency_trials, args.repeats)
+    latencies = browser.get("gate_to_screen_s", [])
     results = {"sessions": args.sessions, "candidates_in_big_session": args.candidates, "seed_s": seeded_s, "page_render_s": pages,
-               "gate_to_screen_s": latencies, "db_bytes": db.stat().st_size, "command": " ".join(sys.argv)}
+               **browser, "db_bytes": db.stat().st_size, "command": " ".join(sys.argv), "cpus": os.cpu_count()}
     (args.out / "pages.json").write_text(json.dumps(results, indent=1))
     lines = ["# Web app pages on a full store", "", f"Command: `python {' '.join(sys.argv)}`", "",
              f"{args.sessions} sessions, {args.candidates} candidates in one of them (20 in each other), every candidate with a "
              f"verdict and two decided gates; store {db.stat().st_size / 1e6:.1f} MB.", "",
              "| page | render s (median of %d) |" % args.repeats, "|---|---|"]
     lines += [f"| {page} | {seconds:.3f} |" for page, seconds in pages.items()]
+    if browser:
+        lines += ["", f"In Chromium (egg ui, {os.cpu_count()} CPUs): navigation to the page's main content, median of {args.repeats} fresh loads", "",
+                  "| page | main content | seconds |", "|---|---|---|"]
+        lines += [f"| {name} | `{MAIN_CONTENT[name][1]}` | {seconds:.2f} |" for name, seconds in browser["page_to_main_content_s"].items()]
+        clicks = browser["click_to_next_gate_s"]
+        lines += ["", f"Click on Approve -> the next gate's header on screen, {len(clicks)} trials: median {statistics.median(clicks):.2f} s, "
+                      f"max {max(clicks):.2f} s ({', '.join(f'{v:.2f}' for v in clicks)})."]
     if latencies:
         lines += ["", f"Gate written -> header on screen in Chromium (egg ui), {len(latencies)} trials: median {statistics.median(latencies):.2f} s, "
                       f"max {max(latencies):.2f} s ({', '.join(f'{v:.2f}' for v in latencies)})."]

@@ -1,4 +1,5 @@
-"""A kernel against its parent: unified, and side by side."""
+"""A kernel against its parent: unified, and side by side at equal widths with Python highlighting; a seed beside
+the reference problem it replaces (a diff against the problem file would be mostly its deleted `Model`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import html
 from dataclasses import dataclass
 
 import streamlit as st
+from pygments.lexers import PythonLexer
+from pygments.styles import get_style_by_name
 
 
 @dataclass(frozen=True)
@@ -46,33 +49,68 @@ def changed_lines(before: str, after: str) -> tuple[int, int]:
     return removed, added
 
 
+_STYLE = get_style_by_name("default")
+
+
+def highlighted_lines(source: str) -> list[str]:
+    """The source as HTML, one string per line, coloured by Pygments' Python lexer (a token that spans lines, such
+    as a docstring, is coloured on each of them)."""
+    lines: list[list[str]] = [[]]
+    for token, value in PythonLexer(stripnl=False, ensurenl=False).get_tokens(source):
+        style = _STYLE.style_for_token(token)
+        css = (f"color:#{style['color']};" if style["color"] else "") + ("font-weight:bold;" if style["bold"] else "") + \
+              ("font-style:italic;" if style["italic"] else "")
+        for i, piece in enumerate(value.split("\n")):
+            if i:
+                lines.append([])
+            if piece:
+                lines[-1].append(f"<span style='{css}'>{html.escape(piece)}</span>" if css else html.escape(piece))
+    out = ["".join(parts) for parts in lines]
+    expected = len(source.splitlines())
+    return out[:expected] + [""] * (expected - len(out))
+
+
 _COLOURS = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#cdffd8"}
+_TABLE_STYLE = ("<style>.eggdiff{border-collapse:collapse;width:100%;table-layout:fixed;font-family:monospace;font-size:12px}"
+                ".eggdiff td{padding:0 6px;white-space:pre-wrap;overflow-wrap:anywhere;vertical-align:top;color:#111}"
+                ".eggdiff td.n{color:#888;text-align:right;user-select:none}.eggdiff th{text-align:left;font-family:sans-serif}</style>")
 
 
-def _side_by_side_html(rows: list[DiffRow]) -> str:
+def side_by_side_html(before: str, after: str, before_name: str = "parent", after_name: str = "proposal") -> str:
+    """Both files in two columns of equal width (long lines wrap), changed lines coloured, code highlighted."""
+    left_lines, right_lines = highlighted_lines(before), highlighted_lines(after)
     cells = []
-    for r in rows:
+    for r in side_by_side(before, after):
         colour = _COLOURS[r.tag]
         left_bg = f"background:{colour};" if r.tag in ("replace", "delete") else ""
         right_bg = f"background:{colour};" if r.tag in ("replace", "insert") else ""
-        cells.append(
-            f"<tr><td class='n'>{r.left_no or ''}</td><td style='{left_bg}'>{html.escape(r.left)}</td>"
-            f"<td class='n'>{r.right_no or ''}</td><td style='{right_bg}'>{html.escape(r.right)}</td></tr>"
-        )
-    style = ("<style>.eggdiff{border-collapse:collapse;width:100%;font-family:monospace;font-size:12px}"
-             ".eggdiff td{padding:0 6px;white-space:pre;vertical-align:top;color:#111}.eggdiff td.n{color:#888;text-align:right;"
-             "user-select:none;width:3em}.eggdiff th{text-align:left;font-family:sans-serif}</style>")
-    return (style + "<div style='overflow-x:auto;max-height:560px;overflow-y:auto'><table class='eggdiff'>"
-            "<tr><th></th><th>parent</th><th></th><th>proposal</th></tr>" + "".join(cells) + "</table></div>")
+        left = left_lines[r.left_no - 1] if r.left_no else ""
+        right = right_lines[r.right_no - 1] if r.right_no else ""
+        cells.append(f"<tr><td class='n'>{r.left_no or ''}</td><td style='{left_bg}'>{left}</td>"
+                     f"<td class='n'>{r.right_no or ''}</td><td style='{right_bg}'>{right}</td></tr>")
+    columns = "<colgroup><col style='width:3.5em'><col style='width:calc(50% - 3.5em)'><col style='width:3.5em'><col style='width:calc(50% - 3.5em)'></colgroup>"
+    return (_TABLE_STYLE + "<div style='max-height:560px;overflow-y:auto'><table class='eggdiff'>" + columns +
+            f"<tr><th></th><th>{html.escape(before_name)}</th><th></th><th>{html.escape(after_name)}</th></tr>" + "".join(cells) + "</table></div>")
 
 
 def render_diff(before: str, after: str, *, before_name: str = "parent") -> None:
-    """Tabs: the unified diff, the two files side by side."""
+    """Tabs: the two files side by side (first), the unified diff."""
     removed, added = changed_lines(before, after)
     st.caption(f"against the {before_name}: {removed} lines removed, {added} added")
-    tab_unified, tab_sides = st.tabs(["Unified diff", "Side by side"])
+    tab_sides, tab_unified = st.tabs(["Side by side", "Unified diff"])
+    with tab_sides:
+        st.html(side_by_side_html(before, after, before_name))
     with tab_unified:
         text = unified(before, after, before_name)
         st.code(text or "(no change)", language="diff")
-    with tab_sides:
-        st.html(_side_by_side_html(side_by_side(before, after)))
+
+
+def render_beside(reference: str, proposal: str, *, reference_name: str = "the reference problem", proposal_name: str = "the proposal") -> None:
+    """Two whole files at equal widths, each highlighted: a seed beside the problem it replaces."""
+    left, right = st.columns(2)
+    with left:
+        st.caption(reference_name)
+        st.code(reference, language="python", line_numbers=True)
+    with right:
+        st.caption(proposal_name)
+        st.code(proposal, language="python", line_numbers=True)

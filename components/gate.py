@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from components.diff import render_diff
+from components.diff import render_beside, render_diff
 from components.plan import plan_editor, render_plan
 from components.profile import render_profile
 from components.verdict import render_verdict
@@ -27,6 +27,8 @@ from pipeline.sessions.gatekinds import KINDS, Gate, Heard, KernelPayload, PlanP
 from pipeline.types import from_jsonable
 
 ACTIONS = ("approve", "edit", "reject", "skip", "stop")
+# Keyboard shortcuts for the five decisions (Streamlit reserves C and R, so Reject is Alt+J).
+SHORTCUTS = {"approve": "Alt+A", "edit": "Alt+E", "reject": "Alt+J", "skip": "Alt+S", "stop": "Alt+X"}
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,10 @@ def decision_controls(kind: str, allowed: Allowed, on_decide: Callable[[str], No
         st.text_area(feedback_label or f"Feedback for {spec.feedback_to} (goes into its next call when you reject)", key="gate_feedback", height=80)
     columns = st.columns(len(ACTIONS))
     for column, action in zip(columns, ACTIONS):
+        enabled = getattr(allowed, action)
         column.button(action.capitalize(), key=f"gate_{action}", type="primary" if action == "approve" else "secondary",
-                      disabled=not getattr(allowed, action), help=spec.meaning.get(action, f"a {spec.title.lower()} does not take this"),
-                      on_click=on_decide, args=(action,), width="stretch")
+                      disabled=not enabled, help=spec.meaning.get(action, f"a {spec.title.lower()} does not take this") + f" ({SHORTCUTS[action]})",
+                      on_click=on_decide, args=(action,), width="stretch", shortcut=SHORTCUTS[action] if enabled else None)
 
 
 # where a person's words went ---------------------------------------------------------------------------------------
@@ -74,6 +77,7 @@ class Context:
 
     number_of: Callable[[str], int | None] = lambda key: None
     prompts_of: Callable[[Heard], list[dict[str, Any]]] = lambda heard: []
+    candidate_of: Callable[[int], Any] = lambda candidate_id: None  # pipeline.api.CandidateDetail, or None
 
 
 def render_heard(gate: Gate, context: Context) -> None:
@@ -151,11 +155,41 @@ def render_kernel_proposal(p: KernelPayload) -> None:
         st.markdown("*tunables (searched by the tuning engine on a GPU):* " + "; ".join(f"`{t.name}` ∈ {t.values}" for t in p.tunables))
 
 
+def verdict_brief(verdict: dict[str, Any] | None) -> str:
+    """A verdict in one line: status, time, speedups (or why it failed)."""
+    if not verdict:
+        return "not judged"
+    line = f"**{verdict.get('status')}**"
+    if verdict.get("median_ms"):
+        line += f", {verdict['median_ms']:.4g} ms"
+    speedups = verdict.get("speedups") or {}
+    if speedups:
+        line += ", " + ", ".join(f"{s:.3f}x vs {'torch.compile' if k == 'compile' else k}" for k, s in speedups.items())
+    if verdict.get("status") != "ok" and verdict.get("reason"):
+        line += f": {verdict['reason'][:200]}"
+    return line
+
+
+def render_plan_brief(plan: dict[str, Any] | None) -> None:
+    """The plan a rewrite implements, in a few lines: each bottleneck and its fixes."""
+    if not plan:
+        return
+    lines = []
+    for bottleneck in plan.get("bottlenecks", [])[:3]:
+        fixes = "; ".join(f.get("change", "") for f in bottleneck.get("fixes", [])[:3])
+        lines.append(f"- **{bottleneck.get('name')}**: {fixes}")
+    st.markdown("*the plan it implements:*\n" + "\n".join(lines))
+
+
 def render_kernel_gate(gate: Gate, *, editor_key: str | None = None) -> None:
-    """The proposal, its diff (against the proposal the person rejected here, or the parent), and the editor."""
+    """The proposal with the plan it answers and its parent's verdict, its diff (against the proposal the person
+    rejected here, or the parent; a seed beside the reference problem), and the editor."""
     p = gate.data
     assert isinstance(p, KernelPayload)
     render_kernel_proposal(p)
+    render_plan_brief(p.plan)
+    if p.parent_id is not None:
+        st.markdown(f"*its parent, candidate {p.parent_id}:* {verdict_brief(p.parent_verdict)}")
     parent = p.parent_source or ""
     if p.proposal is not None:
         parent_name = "parent kernel" if p.parent_id else "reference problem"
@@ -164,6 +198,8 @@ def render_kernel_gate(gate: Gate, *, editor_key: str | None = None) -> None:
             against = st.radio("diff against", ("the proposal you rejected", parent_name), horizontal=True, key=f"diff_against_{gate.id}")
         if against == "the proposal you rejected":
             render_diff(p.rejected_source, p.proposal, before_name="proposal you rejected")
+        elif p.parent_id is None:  # a seed: the problem it replaces beside it (a diff would be the deleted Model)
+            render_beside(parent, p.proposal)
         else:
             render_diff(parent, p.proposal, before_name=parent_name)
     if editor_key is not None:
@@ -171,12 +207,21 @@ def render_kernel_gate(gate: Gate, *, editor_key: str | None = None) -> None:
                      value=p.proposal or parent, key=editor_key, height=420)
 
 
-def render_verdict_gate(gate: Gate, *, editor_key: str | None = None) -> None:
+def render_verdict_gate(gate: Gate, context: Context = Context(), *, editor_key: str | None = None) -> None:
+    """The verdict, and the kernel it judges against its parent."""
     p = gate.data
     assert isinstance(p, VerdictPayload)
     st.markdown(f"**Candidate {p.candidate_id}**" + (" would be the stage's best." if p.would_keep else
                 f" (the best so far is candidate {p.best_id})" if p.best_id else ""))
     render_verdict(p.result())
+    detail = context.candidate_of(p.candidate_id)
+    if detail is not None:
+        parent_id = detail.row.parent_id
+        with st.expander(f"the kernel judged, against {'candidate ' + str(parent_id) if parent_id else 'the reference problem'}", expanded=True):
+            if parent_id:
+                render_diff(detail.parent_source or "", detail.source, before_name=f"candidate {parent_id}")
+            else:
+                render_beside(detail.parent_source or "", detail.source, proposal_name=f"candidate {p.candidate_id}")
 
 
 def render_stage_end_gate(gate: Gate, *, editor_key: str | None = None) -> None:
@@ -208,4 +253,6 @@ assert set(RENDERERS) == set(KINDS), "every gate kind needs its renderer"
 def render_gate_body(gate: Gate, context: Context = Context(), *, editor_key: str | None = None, **options: Any) -> None:
     """What the gate shows, by its kind's renderer, after where the person's earlier words went."""
     render_heard(gate, context)
+    if gate.kind == "verdict":
+        options["context"] = context
     RENDERERS[gate.kind](gate, editor_key=editor_key, **options)

@@ -73,7 +73,8 @@ def render_plan_replay(record: SessionRecord, gate: Gate, context: Context) -> N
 def render_gate_replay(record: SessionRecord, gate: Gate, number: int) -> None:
     """A recorded gate through the same renderer as the Session page's (read-only), and the decision taken."""
     st.subheader(f"{gate.spec.title} · {gate.stage} · gate {number}")
-    context = Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard))
+    context = Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard),
+                      candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id))
     if gate.kind == "plan":
         render_plan_replay(record, gate, context)
     else:

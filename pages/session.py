@@ -45,17 +45,20 @@ def decide(session_id: str, gate: GateRecord, action: str) -> None:
 
 
 def gate_context(record: SessionRecord) -> Context:
-    return Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard))
+    return Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard),
+                   candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id))
 
 
 def render_gate(record: SessionRecord, gate: Gate) -> None:
+    """The decision bar first (no scrolling to decide), then the evidence: what the gate answers, and its body."""
     number = api.gate_number(store(), gate)  # this session's own count
     st.header(f"{gate.spec.title} · {gate.stage} · gate {number}", help=f"gate id {gate.id} (egg gate decide {record.id} {gate.id} ...)")
-    render_gate_body(gate, gate_context(record), editor_key=editor_key(gate))
+    st.caption(gate.summary)
     heard = record.backend.get("kind") != "none"
     decision_controls(gate.kind, Allowed.of(gate, feedback_heard=heard), lambda action: decide(record.id, gate, action))
     if st.session_state["decide_error"]:
         st.error(st.session_state["decide_error"])
+    render_gate_body(gate, gate_context(record), editor_key=editor_key(gate))
 
 
 def render_header(record: SessionRecord, alive: bool) -> None:

@@ -619,6 +619,14 @@ def candidate_detail(store: Store, session_id: str, candidate_id: int) -> Candid
     return CandidateDetail(row, source, parent, from_jsonable(EvalResult, stored) if stored else None)
 
 
+def find_candidate(store: Store, session_id: str, candidate_id: int) -> CandidateDetail | None:
+    """`candidate_detail`, or None where the session has no such candidate."""
+    try:
+        return candidate_detail(store, session_id, candidate_id)
+    except ApiError:
+        return None
+
+
 # learning --------------------------------------------------------------------------------------------------------
 
 

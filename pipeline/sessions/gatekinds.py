@@ -118,6 +118,8 @@ class KernelPayload(GatePayload):
     parent_source: str | None = None
     diff: str = ""
     rejected_source: str | None = None  # the proposal this one answers, when the reviewer rejected one here
+    plan: dict[str, Any] | None = None  # the Diagnosis a rewrite implements, as JSON
+    parent_verdict: dict[str, Any] | None = None  # the parent's verdict in brief: status, median_ms, speedups, reason
 
     @property
     def has_proposal(self) -> bool:

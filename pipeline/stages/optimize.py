@@ -215,7 +215,7 @@ class Optimizer:
             best_source, best_id = self.progress.best_source, self.progress.best_id
             ask = lambda fb: self.backend.rewrite(best_source, stage.name, stage.objective, plan, self.progress.decisions, self._time_text(), fb)
             proposed = self.propose(stage.name, "rewrite", ask, parent_id=best_id, parent_source=best_source, label=f"rewrite, round {round_index + 1}",
-                                    answers=(self.plan_edit,) if self.plan_edit else ())
+                                    answers=(self.plan_edit,) if self.plan_edit else (), plan=plan)
             if proposed is None:
                 continue
             cid, result, source = self.consider(proposed, stage.name, "rewrite", best_id, note=proposed.note or _top_fix(plan))
@@ -280,7 +280,7 @@ class Optimizer:
     # proposing and judging -----------------------------------------------------------------------------------------
 
     def propose(self, stage: str, step: str, ask: Callable[[str], KernelReply | DebugReply | NoProposal], *, parent_id: int | None,
-                parent_source: str | None, label: str, answers: tuple[tuple[str, str, str], ...] = ()) -> Proposed | None:
+                parent_source: str | None, label: str, answers: tuple[tuple[str, str, str], ...] = (), plan: Diagnosis | None = None) -> Proposed | None:
         """Ask the backend for a kernel and pass it through its kernel gate; rejections go back with their
         feedback. None: no kernel for this step (skipped, or nothing proposed and nothing written)."""
         feedback = [VERDICT_NOTE + line for line in self._feedback.get(stage, [])]  # guidance for the step, not its rejections
@@ -326,6 +326,8 @@ class Optimizer:
                 diff=unified_diff(parent_source or "", source or "", "parent" if parent_id else "reference"),
                 rejected_source=rejected,
                 heard=self._heard(answering, first_call),
+                plan=plan.model_dump(mode="json") if plan is not None else None,
+                parent_verdict=self._verdict_brief(parent_source) if parent_id is not None else None,
             )
             identity = {"step": step, "proposal": source, "note": payload.note, "parent": fingerprint_text(parent_source or "")}
             ruling = self.gates.ask(stage, payload, identity)
@@ -552,6 +554,14 @@ class Optimizer:
         return Measurements(result, report)
 
     # helpers -------------------------------------------------------------------------------------------------------
+
+    def _verdict_brief(self, source: str | None) -> dict[str, Any] | None:
+        """A judged kernel's verdict in brief, for the gates that show a kernel beside its parent."""
+        stored = self.store.verdict(self.problem.fingerprint, fingerprint_text(source), self.options_key) if source else None
+        if stored is None:
+            return None
+        return {"status": stored.get("status"), "reason": stored.get("reason", ""), "median_ms": (stored.get("timing") or {}).get("median_ms"),
+                "speedups": stored.get("speedups") or {}}
 
     def _heard(self, answering: list[tuple[str, str, str]], first_call: int) -> list[Heard]:
         """What a person said that the proposal just made answers, with the model calls (since `first_call`) whose

@@ -55,6 +55,10 @@ def server(tmp_path) -> Iterator[Server]:
     yield Server(url, db, process, log)
     os.killpg(process.pid, 15)
     process.wait(timeout=20)
+    # the app's log stays clean while a person uses it: no traceback, no warning (a stale fragment, a closed socket)
+    noise = [line for line in log.read_text(errors="replace").splitlines()
+             if any(word in line for word in ("Traceback", "WARNING", "Warning", "ERROR", "does not exist anymore", "Exception"))]
+    assert not noise, "egg ui logged:\n" + "\n".join(noise[:20])
 
 
 @pytest.hookimpl(wrapper=True)

@@ -74,8 +74,15 @@ def shot(page: Page, name: str) -> Path:
     return path
 
 
+def decided_without_scrolling(page: Page) -> None:
+    """The decision bar is on the first screen (1500x1000): a person decides without scrolling."""
+    box = page.locator(".st-key-gate_approve button:visible").bounding_box()
+    assert box is not None and box["y"] + box["height"] <= page.viewport_size["height"], box
+
+
 def test_a_session_in_chromium_from_the_new_session_page_to_a_verdict(server, page, tmp_path):
     script = write_script(tmp_path / "script.yaml")
+    page.set_viewport_size({"width": 1500, "height": 1000})
     page.goto(server.url)
     settled(page)
     expect(page.get_by_role("heading", name="New session")).to_be_visible()
@@ -93,13 +100,21 @@ def test_a_session_in_chromium_from_the_new_session_page_to_a_verdict(server, pa
     click(page, "start_session")
 
     gate(page, "Kernel gate · algorithm")
-    expect(page.get_by_text("rationale of variant 0")).to_be_visible()
+    expect(page.get_by_text("rationale: rationale of variant 0")).to_be_visible()
+    decided_without_scrolling(page)
+    expect(page.get_by_text("the reference problem", exact=True)).to_be_visible()  # a seed beside the problem it replaces
     shot(page, "gate_kernel")
     click(page, "gate_approve")
     gate(page, "Verdict gate · algorithm")
     expect(page.get_by_text("passed every check").first).to_be_visible()
-    click(page, "gate_approve")
-    gate(page, "Kernel gate · algorithm")  # the transformation of the seed
+    decided_without_scrolling(page)
+    page.locator("h2").first.click()  # the focus out of any text box: the shortcut is the page's
+    page.keyboard.press("Alt+a")  # Approve, by its keyboard shortcut
+    gate(page, "Kernel gate · algorithm · gate 3")  # the transformation of the seed
+    # its diff: side by side, both columns the same width
+    row = page.locator("table.eggdiff tr").nth(2)
+    left, right = (row.locator("td").nth(i).bounding_box()["width"] for i in (1, 3))
+    assert abs(left - right) <= 2 and left > 300, (left, right)
     click(page, "gate_approve")
     gate(page, "Verdict gate · algorithm")
     click(page, "gate_approve")

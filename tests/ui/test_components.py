@@ -72,8 +72,20 @@ def show_diff(before, after):
 
 def test_the_diff_component_has_a_unified_and_a_side_by_side_view():
     at = AppTest.from_function(show_diff, args=("x = 1\n", "x = 2\n"), default_timeout=30).run()
-    assert [t.label for t in at.tabs] == ["Unified diff", "Side by side"]
+    assert [t.label for t in at.tabs] == ["Side by side", "Unified diff"]
     assert "+x = 2" in at.code[0].value and "1 lines removed, 1 added" in at.caption[0].value
+
+
+def test_the_side_by_side_diff_has_two_equal_columns_and_highlights_python():
+    from components.diff import highlighted_lines, side_by_side_html
+
+    source = 'def f(x):\n    """two\n    lines"""\n    return x + 1  # one\n'
+    lines = highlighted_lines(source)
+    assert len(lines) == 4 and "<span" in lines[0] and "def" in lines[0] and "&quot;&quot;&quot;two" in lines[1]
+    assert lines[2].count("<span") == lines[2].count("</span>")  # a docstring's second line is closed on its own line
+    page = side_by_side_html(source, source.replace("+ 1", "+ 2"), "parent kernel")
+    assert "table-layout:fixed" in page and page.count("width:calc(50% - 3.5em)") == 2 and "parent kernel" in page
+    assert page.count("background:#fff5b1") == 2  # the changed line, on both sides
 
 
 def controls(kind, allowed):

@@ -52,6 +52,8 @@ def test_an_expert_walks_a_session_through_its_gates(app, db, script):
     decide(app, "approve")
     at_gate(app, "Verdict gate · algorithm")
     assert any("**ok** - passed every check" in m.value for m in app.markdown) and app.dataframe  # every check, in a table
+    judged = next(e for e in app.expander if e.label.startswith("the kernel judged, against the reference problem"))
+    assert any("# variant 0" in c.value for c in judged.code)  # the seed beside the problem it replaces
     decide(app, "approve")
 
     gate = at_gate(app, "Kernel gate · algorithm")  # the transformation
@@ -83,6 +85,10 @@ def test_an_expert_walks_a_session_through_its_gates(app, db, script):
     decide(app, "edit")
     at_gate(app, "Kernel gate · parallel_mapping")
     assert any("answers your edited plan at gate" in i.value and "latency_bound" in i.value for i in app.info), [i.value for i in app.info]
+    # one look: the plan it implements and its parent's verdict above the diff, the decision bar above them all
+    assert any(m.value.startswith("*the plan it implements:*") and "**latency_bound**" in m.value for m in app.markdown)
+    assert any(m.value.startswith("*its parent, candidate ") and "**ok**" in m.value for m in app.markdown)
+    assert app.button(key="gate_approve").proto.shortcut == "alt+a" and not app.button(key="gate_approve").disabled
     decide(app, "approve")
     at_gate(app, "Verdict gate · parallel_mapping")
     decide(app, "approve")
