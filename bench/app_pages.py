@@ -133,7 +133,7 @@ MAIN_CONTENT = {
     "candidates": ("/candidates?id={id}", "[data-testid=stDataFrame] canvas, [data-testid=stDataFrame] table"),
     "candidates (first plot)": ("/candidates?id={id}", ".js-plotly-plot .main-svg, [data-testid=stAlertContentInfo]"),
     "sessions": ("/sessions", "[data-testid=stDataFrame] canvas, [data-testid=stDataFrame] table"),
-    "learn (a replayed gate)": ("/learn", "h3:has-text(' gate ')"),
+    "learn (a replayed gate, drawn in its tab)": ("/learn", "h3:has-text(' gate ') >> visible=false"),
     "settings": ("/settings", "[data-testid=stHeading]:has-text('Settings')"),
 }
 
@@ -148,7 +148,8 @@ def browser_pages(page, url: str, session_id: str, repeats: int) -> dict[str, fl
             page.goto("about:blank")
             start = time.perf_counter()
             page.goto(url + path.format(id=session_id), wait_until="commit")
-            page.locator(selector).first.wait_for(state="visible", timeout=60_000)
+            hidden = selector.endswith(" >> visible=false")  # drawn in a tab not shown first: on the page is what counts
+            page.locator(selector.removesuffix(" >> visible=false")).first.wait_for(state="attached" if hidden else "visible", timeout=60_000)
             seconds.append(time.perf_counter() - start)
         results[name] = round(statistics.median(seconds[1:]), 3)
     return results
