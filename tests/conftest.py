@@ -144,12 +144,12 @@ def llama_server_factory() -> Iterator[Callable[..., LlamaServer]]:
         server.stop()
 
 
-# The files that take longest (serial durations, session 11), first: under `make test`'s two workers (pytest -n 2
+# The files that take longest (serial durations, session 17), first: under `make test`'s two workers (pytest -n 2
 # --dist loadfile) a long file collected last would run alone at the end, the other worker idle.
-LONGEST_FIRST = ("sessions/test_person_drives.py", "stages/test_optimize.py", "judge/test_refcache.py",
-                 "expert/test_h200_compile.py", "ui/test_pages.py", "sessions/test_real_model.py",
-                 "sessions/test_one_worker.py", "tuning/test_strategy.py", "profiler/test_survey.py",
-                 "browser/test_app_in_chromium.py", "expert/test_backend.py")
+LONGEST_FIRST = ("bench/test_bench.py", "sessions/test_person_drives.py", "stages/test_optimize.py", "sessions/test_real_model.py",
+                 "ui/test_pages.py", "judge/test_refcache.py", "expert/test_h200_compile.py", "sessions/test_one_worker.py",
+                 "browser/test_app_in_chromium.py", "browser/test_steering_in_chromium.py", "tuning/test_strategy.py",
+                 "profiler/test_survey.py", "expert/test_backend.py")
 
 
 def pytest_collection_modifyitems(config, items):
