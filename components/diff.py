@@ -73,14 +73,39 @@ def highlighted_lines(source: str) -> list[str]:
 _COLOURS = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#cdffd8"}
 _TABLE_STYLE = ("<style>.eggdiff{border-collapse:collapse;width:100%;table-layout:fixed;font-family:monospace;font-size:12px}"
                 ".eggdiff td{padding:0 6px;white-space:pre-wrap;overflow-wrap:anywhere;vertical-align:top;color:#111}"
-                ".eggdiff td.n{color:#888;text-align:right;user-select:none}.eggdiff th{text-align:left;font-family:sans-serif}</style>")
+                ".eggdiff td.n{color:#888;text-align:right;user-select:none}.eggdiff th{text-align:left;font-family:sans-serif}"
+                ".eggdiff tr.fold td{color:#666;background:#f0f2f6;font-family:sans-serif;text-align:center}</style>")
+
+
+CONTEXT_LINES = 3  # unchanged lines kept on each side of a change; longer unchanged runs fold into one row
+
+
+def folded(rows: list[DiffRow], context: int = CONTEXT_LINES) -> list[DiffRow | int]:
+    """The rows with each run of unchanged lines farther than `context` from a change replaced by its length."""
+    changed = [i for i, r in enumerate(rows) if r.tag != "equal"]
+    if not changed:
+        return list(rows)
+    near = {j for i in changed for j in range(i - context, i + context + 1)}
+    out: list[DiffRow | int] = []
+    for i, row in enumerate(rows):
+        if i in near or row.tag != "equal":
+            out.append(row)
+        elif out and isinstance(out[-1], int):
+            out[-1] += 1
+        else:
+            out.append(1)
+    return out
 
 
 def side_by_side_html(before: str, after: str, before_name: str = "parent", after_name: str = "proposal") -> str:
-    """Both files in two columns of equal width (long lines wrap), changed lines coloured, code highlighted."""
+    """Both files in two columns of equal width (long lines wrap), changed lines coloured, code highlighted, and
+    long unchanged runs folded so every change is on screen."""
     left_lines, right_lines = highlighted_lines(before), highlighted_lines(after)
     cells = []
-    for r in side_by_side(before, after):
+    for r in folded(side_by_side(before, after)):
+        if isinstance(r, int):
+            cells.append(f"<tr class='fold'><td colspan='4'>⋯ {r} unchanged line{'s' if r > 1 else ''}</td></tr>")
+            continue
         colour = _COLOURS[r.tag]
         left_bg = f"background:{colour};" if r.tag in ("replace", "delete") else ""
         right_bg = f"background:{colour};" if r.tag in ("replace", "insert") else ""

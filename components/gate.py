@@ -170,6 +170,15 @@ def verdict_brief(verdict: dict[str, Any] | None) -> str:
     return line
 
 
+def against_parent(median_ms: float | None, parent_ms: float | None, parent_id: int, parent_status: str | None) -> str:
+    """What a candidate did against the kernel it came from: faster or slower by how much, in one line."""
+    if median_ms is None or parent_ms is None:
+        return f"*against its parent, candidate {parent_id} ({parent_status or 'not judged'}):* no times to compare on this device"
+    ratio = parent_ms / median_ms
+    said = f"{ratio:.2f}x faster" if ratio >= 1.005 else f"{1 / ratio:.2f}x slower" if ratio <= 0.995 else "the same speed (within 0.5%)"
+    return f"*against its parent, candidate {parent_id} ({parent_ms:.4g} ms):* **{said}**, {median_ms:.4g} ms"
+
+
 def render_plan_brief(plan: dict[str, Any] | None) -> None:
     """The plan a rewrite implements, in a few lines: each bottleneck and its fixes."""
     if not plan:
@@ -213,8 +222,11 @@ def render_verdict_gate(gate: Gate, context: Context = Context(), *, editor_key:
     assert isinstance(p, VerdictPayload)
     st.markdown(f"**Candidate {p.candidate_id}**" + (" would be the stage's best." if p.would_keep else
                 f" (the best so far is candidate {p.best_id})" if p.best_id else ""))
-    render_verdict(p.result())
     detail = context.candidate_of(p.candidate_id)
+    parent = context.candidate_of(detail.row.parent_id) if detail is not None and detail.row.parent_id else None
+    if parent is not None:
+        st.markdown(against_parent(detail.row.median_ms, parent.row.median_ms, detail.row.parent_id, parent.row.status))
+    render_verdict(p.result())
     if detail is not None:
         parent_id = detail.row.parent_id
         with st.expander(f"the kernel judged, against {'candidate ' + str(parent_id) if parent_id else 'the reference problem'}", expanded=True):

@@ -4,11 +4,11 @@ few key numbers beside an expert view of all of them."""
 from __future__ import annotations
 
 import dataclasses
+import html
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from pipeline.profiler.report import KernelProfile, ProfileReport
+from pipeline.profiler.report import KernelProfile, ProfileReport, time_text
 
 SOURCE_TEXT = {
     "ncu": "Nsight Compute hardware counters",
@@ -27,19 +27,30 @@ KEY_METRICS = (
 )
 
 
-def sol_figure(kernels: tuple[KernelProfile, ...]) -> go.Figure | None:
-    """Speed-of-light bars: each kernel's memory and compute throughput in percent of peak."""
+BOUND_PCT = 60  # a throughput past this share of its peak is what bounds the kernel
+
+
+def sol_bars_html(kernels: tuple[KernelProfile, ...]) -> str | None:
+    """Speed-of-light bars: each kernel's memory and compute throughput in percent of peak, as plain HTML (no chart
+    library to load: the plan gate is on screen at once), with the 60% line past which a side bounds the kernel."""
     rows = [k for k in kernels if k.memory_throughput_pct is not None or k.sm_throughput_pct is not None]
     if not rows:
         return None
-    names = [k.name for k in rows]
-    figure = go.Figure()
-    figure.add_bar(y=names, x=[k.memory_throughput_pct or 0 for k in rows], name="memory", orientation="h")
-    figure.add_bar(y=names, x=[k.sm_throughput_pct or 0 for k in rows], name="compute (SM)", orientation="h")
-    figure.add_vline(x=60, line_dash="dot", annotation_text="60%: bound", annotation_position="top")
-    figure.update_layout(barmode="group", xaxis={"range": [0, 100], "title": "% of peak (speed of light)"}, height=120 + 50 * len(rows),
-                         margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h"})
-    return figure
+    lines = []
+    for kernel in rows:
+        lines.append(f"<div class='sol-k'>{html.escape(kernel.name)}</div>")
+        for label, value, colour in (("memory", kernel.memory_throughput_pct, "#1f77b4"), ("compute (SM)", kernel.sm_throughput_pct, "#ff7f0e")):
+            shown = min(max(value or 0.0, 0.0), 100.0)
+            text = f"{value:.0f}%" if value is not None else "n/a"
+            lines.append(f"<div class='sol-r'><span class='sol-l'>{label}</span><span class='sol-t'><span class='sol-b' "
+                         f"style='width:{shown:.1f}%;background:{colour}'></span><span class='sol-60'></span></span>"
+                         f"<span class='sol-v'>{text}</span></div>")
+    style = ("<style>.sol{font-family:sans-serif;font-size:13px}.sol-k{font-weight:600;margin-top:6px}.sol-r{display:flex;align-items:center;gap:8px;"
+             "margin:2px 0}.sol-l{width:7.5em;color:#444}.sol-t{position:relative;flex:1;height:14px;background:#f0f2f6;border-radius:2px}"
+             f".sol-b{{position:absolute;left:0;top:0;bottom:0;border-radius:2px}}.sol-60{{position:absolute;left:{BOUND_PCT}%;top:-3px;bottom:-3px;"
+             "border-left:1px dashed #666}.sol-v{width:3.5em;text-align:right}.sol-c{color:#666;font-size:12px}</style>")
+    return (style + "<div class='sol'>" + "".join(lines) +
+            f"<div class='sol-c'>% of peak (speed of light); dashed: {BOUND_PCT}%, past which that side bounds the kernel</div></div>")
 
 
 def key_metrics(kernel: KernelProfile) -> list[dict[str, str]]:
@@ -65,6 +76,15 @@ def all_metrics(kernel: KernelProfile) -> list[dict[str, str]]:
     return rows
 
 
+def reading(metric: str, value: float | int | str) -> str:
+    """A metric's value as a person reads it: times in ns, us or ms; other numbers to four significant digits."""
+    if isinstance(value, str):
+        return value
+    if metric.endswith("_ms"):
+        return time_text(float(value))
+    return f"{value:.4g}"
+
+
 def render_profile(report: ProfileReport, *, expert: bool, hide_verdict: bool = False) -> None:
     """The report; with `hide_verdict` (a learner about to predict) the numbers only: no class, no summary, no
     evidence meanings that name it."""
@@ -76,16 +96,17 @@ def render_profile(report: ProfileReport, *, expert: bool, hide_verdict: bool = 
     if not hide_verdict:
         distance = f", {overall.roofline_distance_pct:.0f}% from the roofline" if overall.roofline_distance_pct is not None else ""
         st.markdown(f"**{overall.kind}**{' (predicted)' if overall.predicted else ''}{distance}: {overall.summary}")
-    st.dataframe([{"metric": e.metric, "value": e.value if isinstance(e.value, str) else f"{e.value:.4g}"} | ({} if hide_verdict else {"meaning": e.meaning})
-                  for e in overall.evidence], hide_index=True, width="stretch")
-    figure = sol_figure(report.kernels)
-    if figure is not None:
-        st.plotly_chart(figure, width="stretch", config={"displayModeBar": False})
+    st.dataframe([{"metric": e.metric, "value": reading(e.metric, e.value)} | ({} if hide_verdict else {"meaning": e.meaning})
+                  for e in overall.evidence], hide_index=True, width="stretch",
+                 column_config={"meaning": st.column_config.TextColumn(width="large")})
+    bars = sol_bars_html(report.kernels)
+    if bars is not None:
+        st.html(bars)
     for kernel in sorted(report.kernels, key=lambda k: -(k.duration_ms or 0.0)):
         title = f"{kernel.name} ×{kernel.calls}" + (f": {kernel.classification.kind}" if kernel.classification and not hide_verdict else "")
         with st.expander(title, expanded=not expert and len(report.kernels) == 1):
             st.dataframe(all_metrics(kernel) if expert else key_metrics(kernel), hide_index=True, width="stretch")
     if report.floor_ms:
-        st.caption(f"analytic floor of the problem on these ceilings: {report.floor_ms:.4g} ms")
+        st.caption(f"analytic floor of the problem on these ceilings: {time_text(report.floor_ms)}")
     for note in report.notes:
         st.caption(note)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from pipeline.profiler.report import time_text
 from pipeline.types import EvalResult, Timing
 
 _MARK = {True: "pass", False: "FAIL", None: "skipped"}
@@ -72,7 +73,7 @@ def render_verdict(result: EvalResult) -> None:
     share = floor_share(result)
     if share is not None:
         columns[3].metric("of the physical floor", f"{share:.0%}", help="floor / measured: 100% is as fast as the bytes or FLOPs allow")
-        columns[3].caption(f"floor {result.physical_floor_ms:.4g} ms")
+        columns[3].caption(f"floor {time_text(result.physical_floor_ms)}")
     failed = result.failed_checks()
     if failed:
         st.error("\n\n".join(f"**{c.name}**: {c.detail}" for c in failed))

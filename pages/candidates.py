@@ -35,21 +35,25 @@ def eager_ms(record: SessionRecord, rows) -> float | None:
     return eager.median_ms if eager else None
 
 
+PLOTS = ("Per-stage gains", "Times over the session", "Roofline")
+
+
 def render_plots(record: SessionRecord, rows) -> None:
-    tabs = st.tabs(["Per-stage gains", "Times over the session", "Roofline"])
-    with tabs[0]:
+    """One plot at a time (the one chosen is the only one built and sent: a page of 1,000 candidates stays quick)."""
+    chosen = st.segmented_control("plot", PLOTS, default=PLOTS[0], key="candidates_plot", label_visibility="collapsed") or PLOTS[0]
+    if chosen == PLOTS[0]:
         gains = stage_gains(rows, eager_ms(record, rows), kept_per_stage(record))
         if gains:
             st.plotly_chart(stage_gains_figure(gains), width="stretch")
         else:
             st.info("No timed stage yet (the CPU times nothing): the gains appear once a session on a GPU has finished a stage.")
-    with tabs[1]:
+    elif chosen == PLOTS[1]:
         times = times_figure(rows)
         if times is None:
             st.info("No candidate was timed (the CPU checks correctness only): the times appear for a session on a GPU.")
         else:
             st.plotly_chart(times, width="stretch")
-    with tabs[2]:
+    else:
         report = latest_report(record)
         ceilings = report.ceilings if report and report.ceilings else nominal()
         figure = roofline_figure(rows, ceilings, report.costs, "bf16" if report and report.costs and set(report.costs.dtypes) & {"float16", "bfloat16"} else "fp32") if report and report.costs else None

@@ -61,6 +61,29 @@ def render_gate(record: SessionRecord, gate: Gate) -> None:
     render_gate_body(gate, gate_context(record), editor_key=editor_key(gate))
 
 
+def render_story(record: SessionRecord) -> None:
+    """A finished session as it was decided: every gate in a table (what it showed, the decision, who, why), and
+    any one of them drawn as it was shown, read-only."""
+    gates = api.gates(store(), record.id)
+    if not gates:
+        return
+    st.subheader("Every gate, as it was decided")
+    table = [{"gate": n, "kind": g.kind, "stage": g.stage, "what it showed": g.summary[:160],
+              "decision": g.decision.action if g.decision else "open", "by": g.decision.who if g.decision else "",
+              "feedback": (g.decision.feedback if g.decision else "")[:120]} for n, g in enumerate(gates, 1)]
+    st.dataframe(table, hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 2, 420))
+    reviewed = [n for n, g in enumerate(gates, 1) if g.reviewed] or list(range(1, len(gates) + 1))
+    number = st.selectbox("Look at gate", list(range(1, len(gates) + 1)), index=reviewed[0] - 1, key="story_gate",
+                          format_func=lambda n: f"gate {n} · {gates[n - 1].spec.title.lower()} · {gates[n - 1].stage} · "
+                                                f"{gates[n - 1].decision.action if gates[n - 1].decision else 'open'}")
+    gate = gates[number - 1]
+    render_gate_body(gate, gate_context(record))
+    if gate.decision is not None:
+        d = gate.decision
+        st.markdown(f"**Decision:** {d.action} by {d.who}" + (f": {d.feedback}" if d.feedback else "")
+                    + ("" if gate.reviewed else " (not reviewed in this session's review mode)"))
+
+
 def render_header(record: SessionRecord, alive: bool) -> None:
     st.title(f"{record.problem_name}" + (f" · {record.label}" if record.label else ""))
     worker = "worker running" if alive else ("no worker" if not record.finished else "")
@@ -101,15 +124,21 @@ def render() -> None:
         return
     handle = store()
     view = api.session_view(handle, record.id)
-    render_header(record, view.worker_alive)
-    render_stage_progress(stage_states(record.stage or "algorithm", handle.decided_stage_ends(record.id), record.status,
-                                       handle.stage_outcomes(record.id)))
     gate = view.pending[0] if view.pending else None
-    if gate is not None:
-        render_gate(record, gate)
-    elif not record.finished:
-        st.info("The worker is busy (judging, profiling or asking the agents); the next gate shows here as soon as it is written.")
+    # The live fragment is registered before the page's heavy part (it draws below it, after `body`): a timer tick
+    # that lands while a full rerun draws the page then finds it registered.
+    body = st.container()
     st.fragment(live, run_every=None if record.finished else LIVE_EVERY_S)(record.id, gate.id if gate else None, record.status)
+    with body:
+        render_header(record, view.worker_alive)
+        render_stage_progress(stage_states(record.stage or "algorithm", handle.decided_stage_ends(record.id), record.status,
+                                           handle.stage_outcomes(record.id)))
+        if gate is not None:
+            render_gate(record, gate)
+        elif not record.finished:
+            st.info("The worker is busy (judging, profiling or asking the agents); the next gate shows here as soon as it is written.")
+        else:
+            render_story(record)
 
 
 init_page_state()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from components.diff import render_diff
 from pages._context import store
 from pipeline import api
 from pipeline.store.records import SessionRecord
@@ -68,26 +69,39 @@ def render_actions(record: SessionRecord) -> None:
 
 
 def render_compare(sessions: list[SessionRecord]) -> None:
+    """Two sessions side by side: each best kernel with its speed, where they parted ways, and the two best kernels'
+    diff."""
     st.subheader("Compare two")
     ids = [s.id for s in sessions]
-    chosen = st.multiselect("two sessions", ids, max_selections=2, key="compare_pick")
+    labels = {s.id: f"{s.id} · {s.problem_name} · {s.status}" + (f" · {s.label}" if s.label else "") for s in sessions}
+    chosen = st.multiselect("two sessions", ids, max_selections=2, key="compare_pick", format_func=labels.get)
     if len(chosen) != 2:
         return
+    handle = store()
+    bests = [api.best_kernel(handle, session_id) for session_id in chosen]
     columns = st.columns(2)
-    for column, session_id in zip(columns, chosen):
-        record = store().session(session_id)
+    for column, session_id, best in zip(columns, chosen, bests):
+        record = handle.session(session_id)
         with column:
-            st.markdown(f"**{record.problem_name}** · {record.id} · {record.status}")
+            st.markdown(f"**{record.problem_name}** · {record.id} · {record.status}" + (f" · branch of {record.parent_id}" if record.parent_id else ""))
             st.write(record.outcome.get("headline", "no outcome yet"))
-            candidates = api.candidate_rows(store(), session_id)
-            timed = [c for c in candidates if c.median_ms]
-            st.metric("candidates judged", sum(c.status is not None for c in candidates))
-            st.metric("passed", sum(c.status == "ok" for c in candidates))
-            if timed:
-                best = min(timed, key=lambda c: c.median_ms)
-                st.metric("fastest passing", f"{best.median_ms:.4g} ms", help=f"candidate {best.id}")
-            decisions = store().decisions(session_id)
+            candidates = api.candidate_rows(handle, session_id)
+            metrics = st.columns(3)
+            metrics[0].metric("judged", sum(c.status is not None for c in candidates))
+            metrics[1].metric("passed", sum(c.status == "ok" for c in candidates))
+            metrics[2].metric("best.py", f"{best.median_ms:.4g} ms" if best.median_ms else "reference" if best.candidate_id is None else "not timed",
+                              help=best.label + ("; " + ", ".join(f"{v:.3f}x vs {k}" for k, v in best.speedups.items()) if best.speedups else ""))
+            decisions = handle.decisions(session_id)
             st.caption(f"{len(decisions)} decisions: " + ", ".join(sorted({d.action for d in decisions})))
+    parted = api.divergence(handle, *chosen)
+    if parted is None:
+        st.info("The two sessions met the same gates and took the same decisions throughout.")
+    else:
+        st.markdown(f"**They part ways at gate {parted.number}:** {chosen[0]}: {api.Divergence.said(parted.first)}; "
+                    f"{chosen[1]}: {api.Divergence.said(parted.second)}.")
+    if bests[0].source and bests[1].source:
+        st.markdown("**The two best.py kernels**")
+        render_diff(bests[0].source, bests[1].source, before_name=bests[0].label)
 
 
 def render() -> None:

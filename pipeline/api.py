@@ -627,6 +627,68 @@ def find_candidate(store: Store, session_id: str, candidate_id: int) -> Candidat
         return None
 
 
+@dataclass(frozen=True)
+class BestKernel:
+    """What a session's best.py is: a candidate (with its time), or the reference problem."""
+
+    session_id: str
+    candidate_id: int | None  # None: best.py is the reference
+    source: str
+    median_ms: float | None
+    speedups: dict[str, float]
+    label: str
+
+
+def best_kernel(store: Store, session_id: str) -> BestKernel:
+    """The session's best.py from the store (so a recorded session, whose folder stayed on another machine, has one
+    too): its best candidate, or the reference problem when nothing passed or nothing beat it."""
+    record = get_session(store, session_id)
+    outcome = record.outcome
+    best_id = outcome.get("best_id")
+    reference = outcome.get("keeps_reference") or outcome.get("best_is_reference") or best_id is None
+    if not record.finished or reference:
+        why = "not finished" if not record.finished else "the reference problem (nothing beat it)"
+        return BestKernel(session_id, None, store.problem_source(session_id) or "", None, {}, f"{record.id}: {why}")
+    row = next((r for r in candidate_rows(store, session_id) if r.id == best_id), None)
+    return BestKernel(session_id, best_id, store.candidate_source(best_id) or "", row.median_ms if row else None, row.speedups if row else {},
+                      f"{record.id}: candidate {best_id}")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first gate at which two sessions differ: a different gate, or the same gate decided differently."""
+
+    number: int  # the gate's number in each session (they agree on everything before it)
+    first: Gate | None  # None: that session has no gate there (it ended, or has not reached it)
+    second: Gate | None
+
+    @staticmethod
+    def said(gate: Gate | None) -> str:
+        if gate is None:
+            return "no gate here"
+        decision = f"{gate.decision.action} by {gate.decision.who}" + (f" ({gate.decision.feedback})" if gate.decision.feedback else "") \
+            if gate.decision else "open"
+        return f"{gate.spec.title.lower()} in {gate.stage}: {decision}"
+
+
+def divergence(store: Store, first_id: str, second_id: str) -> Divergence | None:
+    """Where two sessions of a problem part ways (a branch and its parent part at the branched gate), or None when
+    their gates and decisions are the same throughout."""
+    first, second = gates(store, first_id), gates(store, second_id)
+
+    def decided(gate: Gate) -> tuple | None:
+        d = gate.decision
+        return None if d is None else (d.action, json.dumps(d.after, sort_keys=True), d.feedback)
+
+    for number, (a, b) in enumerate(zip(first, second), 1):
+        if a.key != b.key or decided(a) != decided(b):
+            return Divergence(number, a, b)
+    if len(first) != len(second):
+        n = min(len(first), len(second))
+        return Divergence(n + 1, first[n] if n < len(first) else None, second[n] if n < len(second) else None)
+    return None
+
+
 # learning --------------------------------------------------------------------------------------------------------
 
 

@@ -212,7 +212,7 @@ def _classifications(overall: Classification, kernels: tuple[KernelProfile, ...]
 
 
 def _bottleneck(classification: Classification, stage: str) -> Bottleneck:
-    evidence = [Evidence(metric=e.metric, value=_value_text(e.value), interpretation=e.meaning)
+    evidence = [Evidence(metric=e.metric, value=_value_text(e.value, e.metric), interpretation=e.meaning)
                 for e in classification.evidence[:MAX_EVIDENCE]]
     if classification.predicted:
         evidence.append(Evidence(metric="profile_source", value="predicted", interpretation="inferred from static sm_90 facts, not measured"))
@@ -240,5 +240,10 @@ def _gain_ceiling(classification: Classification) -> float:
     return max(1.0, min(90.0, distance)) if distance is not None else 20.0
 
 
-def _value_text(value: float | int | str) -> str:
+def _value_text(value: float | int | str, metric: str = "") -> str:
+    """A reading as the plan shows it: times with a unit that keeps them readable (ns, us, ms)."""
+    from pipeline.profiler.report import time_text
+
+    if isinstance(value, float) and metric.endswith("_ms"):
+        return time_text(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pipeline.profiler import counters as C
 from pipeline.profiler.costs import ProblemCosts
 from pipeline.profiler.occupancy import theoretical
-from pipeline.profiler.report import Ceilings, Classification, Evidence, KernelProfile
+from pipeline.profiler.report import Ceilings, Classification, Evidence, KernelProfile, bytes_text, time_text
 
 BOUND_PCT = 60.0  # a unit at or above this share of its peak names the bound
 IDLE_PCT = 40.0  # both below this: latency or occupancy
@@ -301,12 +301,12 @@ def floor_evidence(ctx: Context, tensor: bool, total_ms: float | None) -> list[E
         return []
     c, precision = ctx.ceilings, ctx.precision(tensor)
     made_of = (
-        f"{ctx.costs.min_bytes / 1e9:.3f} GB at {c.copy_bytes_per_s / 1e12:.2f} TB/s, "
-        f"{ctx.costs.flops / 1e12:.3f} TFLOP at {c.compute_flops_per_s(precision) / 1e12:.0f} TFLOP/s ({precision}); {c.source} ceilings"
+        f"{bytes_text(ctx.costs.min_bytes)} at {c.copy_bytes_per_s / 1e12:.2f} TB/s, "
+        f"{ctx.costs.flops / 1e9:.4g} GFLOP at {c.compute_flops_per_s(precision) / 1e12:.0f} TFLOP/s ({precision}); {c.source} ceilings"
     )
-    evidence = [Evidence("analytic_floor_ms", round(floor_ms, 6), f"no implementation can beat {floor_ms:.4f} ms: {made_of}")]
+    evidence = [Evidence("analytic_floor_ms", floor_ms, f"no implementation can beat {time_text(floor_ms)}: {made_of}")]
     if total_ms:
-        evidence.append(Evidence("kernel_time_ms", round(total_ms, 6), f"{total_ms:.4f} ms of kernel time: {100 * floor_ms / total_ms:.0f}% of the floor's speed"))
+        evidence.append(Evidence("kernel_time_ms", total_ms, f"{time_text(total_ms)} of kernel time: {100 * floor_ms / total_ms:.0f}% of the floor's speed"))
     return evidence
 
 

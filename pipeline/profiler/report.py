@@ -23,6 +23,25 @@ KINDS = (
 SOURCES = ("ncu", "torch_profiler", "static_only")
 
 
+def time_text(ms: float) -> str:
+    """A duration with a unit that keeps it readable: ns, us or ms, four significant digits."""
+    if ms != ms or ms < 0:
+        return f"{ms} ms"
+    if ms < 1e-3:
+        return f"{ms * 1e6:.4g} ns"
+    if ms < 1:
+        return f"{ms * 1e3:.4g} us"
+    return f"{ms:.4g} ms"
+
+
+def bytes_text(count: float) -> str:
+    """A byte count in B, KB, MB or GB (powers of 1000), four significant digits."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= size:
+            return f"{count / size:.4g} {unit}"
+    return f"{count:.4g} B"
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One fact behind a conclusion: which metric, its value, and what it means here."""

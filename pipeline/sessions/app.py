@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pipeline
 
-# Streamlit's own settings for egg: never phone home, no developer toolbar, no file watcher in a served app.
+# Streamlit's own settings for egg: never phone home, no developer toolbar, no file watcher in a served app, and a
+# log of what needs attention (warnings and errors; Streamlit's info lines, such as a live fragment's timer landing
+# during a full rerun, which it drops by design, are not).
 STREAMLIT_CONFIG = {
+    "logger.level": "warning",
     "server.headless": True,
     "browser.gatherUsageStats": False,
     "client.toolbarMode": "minimal",

@@ -88,6 +88,17 @@ def test_the_side_by_side_diff_has_two_equal_columns_and_highlights_python():
     assert page.count("background:#fff5b1") == 2  # the changed line, on both sides
 
 
+def test_long_unchanged_runs_fold_so_every_change_is_on_screen():
+    from components.diff import folded, side_by_side, side_by_side_html
+
+    before = "".join(f"line {i}\n" for i in range(40))
+    after = before.replace("line 20\n", "line twenty\n")
+    rows = folded(side_by_side(before, after))
+    assert rows[0] == 17 and rows[-1] == 16 and sum(1 for r in rows if not isinstance(r, int)) == 7
+    assert "\u22ef 17 unchanged lines" in side_by_side_html(before, after)
+    assert folded(side_by_side(before, before)) == side_by_side(before, before)  # nothing changed: nothing folded
+
+
 def controls(kind, allowed):
     import streamlit as st
 
@@ -173,3 +184,29 @@ def test_the_plots_are_built_from_the_candidates():
     untimed = times_figure([row(1, "ok", None), row(2, "mismatch", None)])  # the CPU times nothing: nothing is plotted
     assert untimed is None
     assert all(y is not None for trace in times_figure(rows).data for y in trace.y)  # only timed candidates have a height
+
+
+def test_a_verdict_says_what_it_did_against_its_parent():
+    from components.gate import against_parent
+
+    assert "**1.25x faster**, 0.8 ms" in against_parent(0.8, 1.0, 3, "ok")
+    assert "**1.25x slower**, 1.25 ms" in against_parent(1.25, 1.0, 3, "ok") and "candidate 3 (1 ms)" in against_parent(1.25, 1.0, 3, "ok")
+    assert "the same speed" in against_parent(1.001, 1.0, 3, "ok")
+    assert "no times to compare" in against_parent(None, None, 3, "ok")
+
+
+def test_the_speed_of_light_bars_are_drawn_without_a_chart_library():
+    from components.profile import sol_bars_html
+
+    page = sol_bars_html(report().kernels)
+    assert "softmax_kernel" in page and "width:88.0%" in page and "width:30.0%" in page and ">88%<" in page and ">30%<" in page
+    assert sol_bars_html(()) is None
+
+
+def test_readings_carry_units_that_keep_them_readable():
+    from components.profile import reading
+    from pipeline.profiler.report import bytes_text, time_text
+
+    assert time_text(1.905e-06) == "1.905 ns" and time_text(0.0123) == "12.3 us" and time_text(4.5) == "4.5 ms"
+    assert bytes_text(4096) == "4.096 KB" and bytes_text(2.5e9) == "2.5 GB" and bytes_text(12) == "12 B"
+    assert reading("analytic_floor_ms", 1.905e-06) == "1.905 ns" and reading("waves", 0.0081234) == "0.008123" and reading("x", "16") == "16"

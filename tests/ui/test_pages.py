@@ -58,14 +58,37 @@ def test_the_candidates_page_lists_every_candidate_with_its_source_and_verdict(a
     assert any("**ok** - passed every check" in m.value for m in app.markdown)  # its verdict
     assert any("No timed stage yet" in i.value for i in app.info)  # the CPU times nothing: said, not drawn
 
+    # the finished session's own page reads as a story: every gate, as decided, and any one drawn as it was shown
+    app.switch_page("pages/session.py")
+    app.query_params["id"] = session_id
+    app.run()
+    assert not app.exception
+    story = app.dataframe[0].value
+    gates = api.gates(api.open_store(db), session_id)
+    assert list(story["gate"]) == list(range(1, len(gates) + 1)) and set(story["kind"]) == {"kernel", "verdict", "plan", "stage_end"}
+    verdict = 1 + next(i for i, g in enumerate(gates) if g.kind == "verdict")
+    app.selectbox(key="story_gate").set_value(verdict).run()
+    assert any("**ok** - passed every check" in m.value for m in app.markdown)
+    assert any(m.value.startswith("**Decision:** approve by auto") for m in app.markdown)
+
 
 def test_the_sessions_page_compares_two_sessions_side_by_side(app, db, script):
     first, second = finished_session(db, script), finished_session(db, script, seeds=1)
     app.switch_page("pages/sessions.py").run()
     assert list(app.dataframe[0].value["id"]) == [second, first]  # newest first
     app.multiselect(key="compare_pick").set_value([first, second]).run()
-    judged = [m for m in app.metric if m.label == "candidates judged"]
-    assert [int(m.value) for m in judged] == [len(api.candidate_rows(api.open_store(db), s)) for s in (first, second)]
+    store = api.open_store(db)
+    judged = [m for m in app.metric if m.label == "judged"]
+    assert [int(m.value) for m in judged] == [len(api.candidate_rows(store, s)) for s in (first, second)]
+    # where they parted ways: the first gate at which their gates or decisions differ (here: a second seed or not)
+    parted = api.divergence(store, first, second)
+    assert parted is not None and parted.number > 1
+    assert any(m.value.startswith(f"**They part ways at gate {parted.number}:**") for m in app.markdown)
+    gates = api.gates(store, first), api.gates(store, second)
+    assert [g.key for g in gates[0][:parted.number - 1]] == [g.key for g in gates[1][:parted.number - 1]]
+    # both best kernels, and their diff
+    assert [m.value for m in app.metric if m.label == "best.py"] == ["not timed", "not timed"]
+    assert any(c.value.startswith("against the " + first) for c in app.caption) and app.tabs
 
 
 def test_the_learn_page_replays_a_recorded_session_and_scores_a_prediction(app, db, script, tmp_path, monkeypatch):

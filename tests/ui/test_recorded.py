@@ -116,6 +116,8 @@ def test_the_candidates_page_of_a_recorded_h200_session_draws_its_roof(app, db):
     app.query_params["id"] = record.id
     app.run()
     assert not app.exception, [e.value for e in app.exception]
+    assert len(app.get("plotly_chart")) == 1  # one plot at a time: the per-stage gains first
+    app.segmented_control(key="candidates_plot").set_value("Roofline").run()
     assert not any("No roofline yet" in i.value for i in app.info)
     figures = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
     roof = next(f for f in figures if "memory roof" in f["layout"].get("title", {}).get("text", ""))
