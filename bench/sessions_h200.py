@@ -32,7 +32,9 @@ PROBLEMS = {"softmax": "level1/23_Softmax.py", "layernorm": "level1/8_LayerNorm.
             # for Learn, recordings whose bottlenecks differ: a tensor-core GEMM, small problems (launch- or latency-bound),
             # a wide-row reduction and a convolution
             "gemm_fp16": "level1/6_GEMM_Square_FP16.py", "crossentropy": "level1/18_CrossEntropy_PerSample.py",
-            "conv3x3": "level1/22_Conv2d_3x3.py", "small_softmax": "tiny:level1/23_Softmax.py", "small_gemm": "tiny:level1/1_GEMM_Square.py"}
+            "conv3x3": "level1/22_Conv2d_3x3.py", "small_softmax": "tiny:level1/23_Softmax.py", "small_gemm": "tiny:level1/1_GEMM_Square.py",
+            # fp32 GEMMs through tf32x3's split operands: candidates for a register-limited kernel
+            "gemm_fp32": "level1/1_GEMM_Square.py", "bmm": "level1/3_BMM.py", "matmul_tb": "level1/4_Matmul_TransposedB.py"}
 # roofline_stop above 1: every sub-stage profiles its best kernel (with NCU) and shows a plan, even one already near
 # the physical floor, so each recording has its three plan gates.
 BUDGET = Budget(seeds=2, rounds=1, debug_rounds=1, tune_evals=0, roofline_stop=1.01)

@@ -150,8 +150,8 @@ def test_the_learners_name_survives_a_visit_to_another_page(app, db):
 
 
 def test_the_recordings_predictions_have_different_answers(tmp_path):
-    """Learn's quiz is no quiz if every plan gate has the same answer: the recordings cover a memory-bound row
-    kernel, a tensor-core GEMM and a launch-bound small problem."""
+    """Learn's quiz is no quiz if every plan gate has the same answer: the recordings cover memory-bound row
+    kernels, a tensor-core GEMM, an FMA-bound fp32 GEMM and a launch-bound small problem."""
     from components.lessons import answer
 
     store = api.open_store(tmp_path / "egg.sqlite")
@@ -159,4 +159,4 @@ def test_the_recordings_predictions_have_different_answers(tmp_path):
     for record in api.import_recorded(store):
         for gate in api.gates(store, record.id, kind="plan"):
             answers.setdefault(answer(gate.data.proposal, gate.data.report_kind), set()).add(record.problem_name)
-    assert {"memory_bound", "compute_bound_tensor", "launch_bound"} <= set(answers), answers
+    assert {"memory_bound", "compute_bound_tensor", "compute_bound_fma", "launch_bound"} <= set(answers), answers
