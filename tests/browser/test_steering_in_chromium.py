@@ -76,3 +76,51 @@ def test_a_reject_with_a_bound_and_a_plan_edit_steer_the_expert_in_the_browser(s
     assert same and "the plan calls for vector_width" in same[0].data["rationale"] and "pipelining" not in same[0].data["rationale"]
     shot(page, "steered_by_plan_edit")
     api.cancel(store, session.id)
+
+
+def test_a_plan_edit_that_deletes_fusion_yields_no_fusion_proposal_in_the_browser(server, page):
+    """Two kernels (a GEMM and a log-sum-exp): the parallel-mapping plan offers to fuse them; the person deletes that
+    fix in the plan's editor, and what the rewrite answers no longer names fusion (issue 23's acceptance)."""
+    page.goto(server.url)
+    settled(page)
+    choose(page, "problem_bundled", "tiny / level 2 / 6_Linear_ReLU_LogSumExp")
+    radio(page, "device", "cpu")
+    radio(page, "review", "every")
+    number(page, "budget_seeds", 1)
+    number(page, "budget_rounds", 1)
+    click(page, "start_session")
+    gate(page, "Kernel gate · algorithm")
+    for _ in range(8):  # the seed, its verdict and the stage end, up to the parallel-mapping plan
+        if heading(page).startswith("Plan gate · parallel_mapping"):
+            break
+        decide(page, "gate_approve")
+    gate(page, "Plan gate · parallel_mapping")
+    editor = page.locator("textarea").filter(has_text="bottlenecks").first
+    plan = json.loads(editor.input_value())
+    fixes = [f["change"] for b in plan["bottlenecks"] for f in b["fixes"]]
+    assert any(c.startswith("fuse the kernels") for c in fixes), fixes  # what the person deletes is there to delete
+    plan["bottlenecks"] = [{**b, "fixes": [f for f in b["fixes"] if "fuse" not in f["change"]]} for b in plan["bottlenecks"]]
+    plan["bottlenecks"] = [b for b in plan["bottlenecks"] if b["fixes"]]
+    editor.fill(json.dumps(plan))
+    editor.press("Control+Enter")
+    settled(page)
+    click(page, "gate_edit")
+
+    from pipeline import api
+
+    store = api.open_store(server.db)
+    [session] = api.list_sessions(store)
+    deadline = time.monotonic() + 120
+    answered = []
+    while not answered and time.monotonic() < deadline:  # the rewrite of the edited plan: a gate, or the same kernel again
+        answered = [e.data.get("rationale", "") for e in store.events(session.id) if e.kind == "same_kernel" and e.data.get("stage") == "parallel_mapping"]
+        answered += [g.data.rationale or "" for g in api.gates(store, session.id, kind="kernel") if g.stage == "parallel_mapping"]
+        time.sleep(0.2)
+    assert answered, api.events(store, session.id)[-5:]
+    assert all("fuse" not in text and "fusion" not in text for text in answered), answered
+    rewrites = [g for g in api.gates(store, session.id, kind="kernel") if g.stage == "parallel_mapping"]
+    if rewrites:  # the rewrite answers the person's plan, as edited: fusion deleted from it
+        heard = [h for h in rewrites[0].data.heard if h.what == "edited plan"]
+        assert heard and "fuse" not in heard[0].text and "more programs" in heard[0].text, rewrites[0].data.heard
+    shot(page, "steered_by_deleting_fusion")
+    api.cancel(store, session.id)
