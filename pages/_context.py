@@ -1,4 +1,5 @@
-"""What every page shares: the store handle (one per server process) and the session the URL names."""
+"""What every page shares: the store handle (one per server process), the session the URL names, and what a gate's
+renderer may look up in the store."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 
 import streamlit as st
 
+from components.gate import Context
 from pipeline import api
 from pipeline.store import Store
 from pipeline.store.records import SessionRecord
@@ -45,3 +47,9 @@ def session_from_url(placeholder: str = "Choose a session") -> SessionRecord | N
         return None
     st.query_params["id"] = chosen
     return handle.session(chosen)
+
+
+def gate_context(record: SessionRecord) -> Context:
+    """What the gate renderers look up beyond a gate, in this session: gate numbers, prompts, candidates."""
+    return Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard),
+                   candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id))

@@ -7,7 +7,7 @@ import streamlit as st
 
 from components.gate import Context, render_gate_body
 from components.lessons import LESSONS, PREDICTABLE, answer, render_lesson, top_bottleneck
-from pages._context import store
+from pages._context import gate_context, store
 from pipeline import api
 from pipeline.expert.knowledge import topic
 from pipeline.sessions.gatekinds import Gate
@@ -73,8 +73,7 @@ def render_plan_replay(record: SessionRecord, gate: Gate, context: Context) -> N
 def render_gate_replay(record: SessionRecord, gate: Gate, number: int) -> None:
     """A recorded gate through the same renderer as the Session page's (read-only), and the decision taken."""
     st.subheader(f"{gate.spec.title} · {gate.stage} · gate {number}")
-    context = Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard),
-                      candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id))
+    context = gate_context(record)
     if gate.kind == "plan":
         render_plan_replay(record, gate, context)
     else:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.gate import Allowed, Context, decision_controls, render_gate_body
+from components.gate import Allowed, decision_controls, render_gate_body
 from components.plan import validate_plan
 from components.session import render_stage_progress, render_timeline, stage_states
 from components.style import apply as apply_style
-from pages._context import session_from_url, store
+from pages._context import gate_context, session_from_url, store
 from pipeline import api
 from pipeline.sessions.gatekinds import Gate
 from pipeline.store.records import GateRecord, SessionRecord
@@ -42,11 +42,6 @@ def decide(session_id: str, gate: GateRecord, action: str) -> None:
         return
     state["decide_error"] = ""
     state["gate_feedback"] = ""
-
-
-def gate_context(record: SessionRecord) -> Context:
-    return Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard),
-                   candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id))
 
 
 def render_gate(record: SessionRecord, gate: Gate) -> None:
