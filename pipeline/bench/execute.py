@@ -203,15 +203,18 @@ class ItemRunner:
         record = self.store.session(found)
         deadline = self.settings.deadline_s
         log = Path(record.work_dir) / "worker.log"
-        if record.finished:
-            code, why = (0 if record.status == "done" else 1), ""
-        elif api.worker_alive(record):
+        code, why = None, ""
+        if not record.finished and api.worker_alive(record):
             self.store.add_event(found, "info", f"egg bench: this session's worker (pid {record.worker_pid}) outlived its bench driver; waiting for it")
             why = _wait_for_orphan(self.store, found, self.stop, deadline)
-            code = None if why else 0
             if why == "deadline":
                 _kill_pid(record.worker_pid)
-        else:
+            record = self.store.session(found)
+            if not why and not record.finished:  # it died (or went silent) before the end: run it again from the store
+                self.store.add_event(found, "info", "egg bench: the outliving worker ended before the session did; running it again from the store")
+        if record.finished:
+            code, why = (0 if record.status == "done" else 1), ""
+        elif not why:
             if record.status == "failed":  # a retry of a run that was stopped while failing: start it from the store
                 api.reopen(self.store, found)
             self.store.add_event(found, "worker", f"egg bench {self.run.id} runs this session on slot {slot}")

@@ -231,10 +231,12 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
 
 
 def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """About 1% of the elements replaced by values of magnitude 50 to 1000, either sign."""
+    """About 1% of the elements replaced by values of magnitude 50 to 1000, each with the sign of the element it
+    replaces. (Random signs made sums of outliers that cancel to near zero, where the fp32 reference itself is
+    further than 1e-4 from the exact value: a correct kernel failed there. The signed trial covers signs.)"""
     picked = torch.rand(value.shape, generator=gen, device=value.device) < OUTLIER_SHARE
     size = 50 + 950 * torch.rand(value.shape, generator=gen, device=value.device)
-    sign = torch.where(torch.rand(value.shape, generator=gen, device=value.device) < 0.5, -1.0, 1.0)
+    sign = torch.where(value < 0, -1.0, 1.0)
     return torch.where(picked, (size * sign).to(value.dtype), value)
 
 

@@ -10,6 +10,7 @@ components/server.py: a request whose Host is not loopback or a name the person 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ class HostGuard:
             await (_refuse_http(send) if scope["type"] == "http" else _refuse_websocket(receive, send))
             return
         if scope["type"] == "websocket":
-            await self.app(scope, receive, send)
+            await _quiet_after_close(self.app, scope, receive, send)
             return
 
         async def framed(message: Message) -> None:
@@ -94,7 +95,41 @@ class HostGuard:
                 message = {**message, "headers": _with_framing_headers(message.get("headers", ()))}
             await send(message)
 
-        await self.app(scope, receive, framed)
+        await _quiet_after_close(self.app, scope, receive, framed)
+
+
+# What the server and Starlette raise into an app whose client went away (matched by name: no import of either).
+DISCONNECTS = frozenset({"WebSocketDisconnect", "ClientDisconnect", "ClientDisconnected", "ConnectionClosed",
+                         "ConnectionClosedOK", "ConnectionClosedError", "ClosedResourceError", "BrokenResourceError"})
+
+
+async def _quiet_after_close(app: Callable[[Scope, Receive, Send], Awaitable[None]], scope: Scope, receive: Receive, send: Send) -> None:
+    """Run the app; an error raised once its client has gone (a closed tab, a reload, the server stopping) is the end
+    of that connection, not a fault: it goes to the debug log, not as an "Exception in ASGI application" traceback.
+    Any other error is raised as it was."""
+    gone = False
+
+    async def watched_receive() -> Message:
+        nonlocal gone
+        message = await receive()
+        gone = gone or message.get("type") in ("websocket.disconnect", "http.disconnect")
+        return message
+
+    async def watched_send(message: Message) -> None:
+        nonlocal gone
+        try:
+            await send(message)
+        except BaseException:
+            gone = True
+            raise
+
+    try:
+        await app(scope, watched_receive, watched_send)
+    except BaseException as error:
+        names = {kind.__name__ for kind in type(error).__mro__}
+        if not (gone or names & DISCONNECTS) or isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise
+        logging.getLogger("egg.ui").debug("a %s connection ended with %s after its client left", scope["type"], type(error).__name__)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

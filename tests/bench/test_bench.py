@@ -100,10 +100,22 @@ def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_pa
     assert len(first_done) >= 1 and len(before) == 2
     kept_sessions = {name: before[name]["session_id"] for name in first_done}
 
-    done = egg(*args, "--resume", db=db, check=True)
+    # --resume waits for the worker that outlived the driver; that worker then dies too: the session runs again
+    resumed = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--resume", "--db", str(db)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    orphan = _orphan_waited_for(db, resumed)
+    if orphan is not None:
+        os.killpg(orphan, signal.SIGKILL)
+    stdout, stderr = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, stdout + stderr
+    done = subprocess.CompletedProcess(resumed.args, resumed.returncode, stdout, stderr)
     after = items(db)
-    assert {name: item["status"] for name, item in after.items()} == dict.fromkeys(before, "done")
+    assert {name: item["status"] for name, item in after.items()} == dict.fromkeys(before, "done"), after
     assert {name: after[name]["session_id"] for name in first_done} == kept_sessions  # not run again
+    if orphan is not None:
+        with sqlite3.connect(db) as conn:
+            said = [m for (m,) in conn.execute("SELECT message FROM events WHERE message LIKE 'egg bench:%'")]
+        assert any("ended before the session did; running it again" in m for m in said), said
     table = results(out)
     assert set(table) == {"level1/15_Swish", "level1/23_Softmax"}
     assert all(r["correct"] and r["level"] == 1 and r["speedup_eager"] is None for r in table.values())  # cpu: nothing timed
@@ -122,6 +134,18 @@ def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_pa
     assert "2/2 done, 2 correct" in (out / "report.md").read_text() and set(results(out)) == set(table)
     again = egg(*args, db=db)  # OUT holds a run: a second start without --resume is refused
     assert again.returncode == 2 and "--resume goes on with it" in again.stderr
+
+
+def _orphan_waited_for(db: Path, resumed: subprocess.Popen, within_s: float = 60) -> int | None:
+    """The pid of the worker a resumed driver says it waits for (None when the orphan ended before it looked)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and resumed.poll() is None:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT message FROM events WHERE message LIKE '%outlived its bench driver%'").fetchone()
+        if row:
+            return int(row[0].split("(pid ")[1].split(")")[0])
+        time.sleep(0.1)
+    return None
 
 
 @pytest.mark.timeout(900)

@@ -3,6 +3,7 @@ requests under a foreign Host (DNS rebinding) and under its own."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import socket
@@ -13,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from pipeline.sessions.hostcheck import HostPolicy, host_name, is_loopback, parse_hosts
+from pipeline.sessions.hostcheck import HostGuard, HostPolicy, host_name, is_loopback, parse_hosts
 from tests.conftest import free_port
 
 
@@ -32,6 +33,39 @@ def test_only_loopback_names_and_allowed_ones_pass_the_host_check():
 def test_a_listening_address_is_loopback_only_for_this_machine():
     assert all(is_loopback(a) for a in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(a) for a in ("0.0.0.0", "::", "192.168.1.5", "egg.lan"))
+
+
+class WebSocketDisconnect(Exception):  # named as Starlette's: the guard matches by name, importing neither server
+    pass
+
+
+def test_an_error_after_the_client_left_is_the_connections_end_and_any_other_is_raised():
+    """A closed tab or a reload ends a connection with an error inside the app; the guard keeps that out of the log as
+    a traceback, and raises every error from a connection whose client is still there."""
+    def app_raising(error: BaseException, read_first: bool):
+        async def app(scope, receive, send):
+            if read_first:
+                await receive()
+            raise error
+        return app
+
+    def run(app, first_message: dict, kind: str = "websocket") -> None:
+        async def receive():
+            return first_message
+
+        async def send(message):
+            pass
+
+        scope = {"type": kind, "headers": [(b"host", b"127.0.0.1:8501")]}
+        asyncio.run(HostGuard(app, HostPolicy())(scope, receive, send))
+
+    run(app_raising(RuntimeError("send after close"), True), {"type": "websocket.disconnect", "code": 1001})
+    run(app_raising(RuntimeError("response after close"), True), {"type": "http.disconnect"}, kind="http")
+    run(app_raising(WebSocketDisconnect(), False), {"type": "websocket.connect"})
+    with pytest.raises(RuntimeError, match="a real fault"):
+        run(app_raising(RuntimeError("a real fault"), True), {"type": "websocket.receive", "bytes": b""})
+    with pytest.raises(ValueError):
+        run(app_raising(ValueError("bad"), False), {"type": "http.request", "body": b""}, kind="http")
 
 
 def _request(port: int, host: str, path: str = "/", websocket: bool = False) -> tuple[int, dict[str, str]]:
