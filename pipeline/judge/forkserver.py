@@ -89,7 +89,7 @@ def _child(request: dict, output: int) -> None:
             report = isolation.enter(plan, prepare=lambda: worker.prepare(job, request.get("trusted_cache"))).to_json()
         if request.get("limits"):
             job_limits = limits.Limits.from_json(request["limits"])
-            limits.apply(job_limits, device=request.get("device", "cpu"), unprivileged=os.getuid() == isolation.SANDBOX_UID)
+            limits.apply(job_limits, device=request.get("device", "cpu"), unprivileged=isolation.is_sandbox_uid(os.getuid()))
             os.environ["EGG_JOB_MEMORY_BYTES"] = str(job_limits.memory_bytes)
         code = worker.run_job(request["spec_path"], isolation=report, job=job)
     except BaseException:

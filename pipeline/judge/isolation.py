@@ -10,7 +10,8 @@ runs, `enter()` puts that child in:
   candidate, and a private /tmp and /dev/shm that vanish with the job. The user's home, egg's config, `.env` and
   `.netrc` files, the store and the reference cache are simply not there. /dev is the machine's (the GPU's device
   files stay usable);
-- an unprivileged uid (`nobody`) when egg runs as root, with no_new_privs; as a normal user, a user namespace gives
+- an unprivileged uid of its own (never a real user's) when egg runs as root, with no_new_privs and a system
+  call filter (no new user namespace, no AF_VSOCK, io_uring, bpf or userfaultfd); as a normal user, a user namespace gives
   the same namespaces without the uid change.
 
 Whatever the kernel refuses is recorded (`Report.missing`) and the job runs with what it got: the verdict names
@@ -37,7 +38,12 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_GET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 3, 38
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # syscall numbers (glibc has no wrapper)
-SANDBOX_UID = SANDBOX_GID = 65534  # nobody
+SANDBOX_GID = 65534  # nogroup
+# A job run by root gets a uid of its own, never a real user's: the base plus the host pid of the process that
+# isolates it (alive for the whole job, so two jobs at once never share a uid and one job's process limit, counted
+# per uid, cannot starve another).
+SANDBOX_UID_BASE = 1 << 30
+SANDBOX_UID_SPAN = 1 << 23  # above any pid_max (4194304)
 OFF_VARIABLE = "EGG_ISOLATION"  # "off": run jobs unisolated (debugging; the verdict and a warning say so)
 TMP_BYTES = 1 << 30  # a job's private /tmp and /dev/shm hold at most this much each (their pages are the machine's memory)
 
@@ -172,6 +178,7 @@ def enter(plan: Plan, prepare=None) -> Report:
     ends (same exit code, same killing signal); `enter` returns only in the job. `prepare()` runs in the job once it
     has its own /proc but before the root changes and privileges drop (the GPU worker opens the device there)."""
     report = Report()
+    host_pid = os.getpid()
     os.makedirs(os.path.join(plan.workdir, "home"), exist_ok=True)
     if not plan.enabled:
         report.got["isolation"] = "off"
@@ -204,9 +211,19 @@ def enter(plan: Plan, prepare=None) -> Report:
     else:
         report.got["filesystem"] = "shared"
         report.missing.append("own file system view (no mount namespace): files outside the job stay readable")
-    _drop_privileges(plan, report, root)
+    _drop_privileges(plan, report, root, sandbox_uid(host_pid))
+    _restrict_syscalls(report)
     _finish(plan)
     return report
+
+
+def sandbox_uid(host_pid: int) -> int:
+    """The uid a job isolated by the process `host_pid` runs as (when egg runs as root)."""
+    return SANDBOX_UID_BASE + host_pid % SANDBOX_UID_SPAN
+
+
+def is_sandbox_uid(uid: int) -> bool:
+    return SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + SANDBOX_UID_SPAN
 
 
 def _unshare(report: Report, root: bool) -> int:
@@ -371,6 +388,35 @@ def _place(libc: ctypes.CDLL, op: str, source: str, target: str, tmp_bytes: int 
         if op != "dev":  # /dev keeps its flags: the GPU's device files must stay usable
             flags = MS_BIND | MS_REMOUNT | MS_NOSUID | _kept_flags(source) | (MS_RDONLY if op == "ro" else 0)
             _check(libc.mount(None, t, None, flags, None), f"remount {source}")
+        if op == "ro":
+            _read_only_below(libc, target)
+
+
+def _read_only_below(libc: ctypes.CDLL, target: str) -> None:
+    """Every mount a recursive bind brought in under `target` made read-only too (a bind remount changes one
+    mount: /sys/fs/cgroup and the like would stay writable). One that refuses keeps its own flags."""
+    for point in mount_points():
+        if point.startswith(target.rstrip("/") + "/"):
+            try:
+                flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | _kept_flags(point)
+            except OSError:
+                continue
+            libc.mount(None, point.encode(), None, flags, None)
+
+
+def mount_points() -> list[str]:
+    """The mount points of this process's mount namespace, from /proc/self/mountinfo (octal escapes undone)."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
 
 
 def _kept_flags(path: str) -> int:
@@ -401,18 +447,18 @@ def _switch_root(libc: ctypes.CDLL, new_root: str, report: Report) -> None:
     report.got["filesystem"] = "chroot"
 
 
-def _drop_privileges(plan: Plan, report: Report, root: bool) -> None:
+def _drop_privileges(plan: Plan, report: Report, root: bool, uid: int) -> None:
     libc = _libc()
     if root:
         try:
-            _chown_tree(plan.workdir)
+            _chown_tree(plan.workdir, uid)
             for path in plan.read_write:
-                if os.path.exists(path) and os.stat(path).st_uid != SANDBOX_UID:
-                    _chown_tree(path)
+                if os.path.exists(path) and os.stat(path).st_uid != uid:
+                    _chown_tree(path, uid)
             os.setgroups([])
             os.setgid(SANDBOX_GID)
-            os.setuid(SANDBOX_UID)
-            report.got["uid"] = str(SANDBOX_UID)
+            os.setuid(uid)
+            report.got["uid"] = str(uid)
         except OSError as exc:
             report.got["uid"] = "0"
             report.missing.append(f"unprivileged uid ({exc.strerror}): the job runs as root")
@@ -424,14 +470,84 @@ def _drop_privileges(plan: Plan, report: Report, root: bool) -> None:
         report.missing.append("no_new_privs")
 
 
-def _chown_tree(path: str) -> None:
+# System calls a job has no use for and that widen what it can reach (seccomp) ------------------------------------
+
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+AF_VSOCK = 40
+_X32_BIT = 0x40000000
+# Per architecture: (AUDIT_ARCH, seccomp, clone, clone3, unshare, socket, io_uring_setup, bpf, userfaultfd).
+_SYSCALLS = {
+    "x86_64": (0xC000003E, 317, 56, 435, 272, 41, 425, 321, 323),
+    "aarch64": (0xC00000B7, 277, 220, 435, 97, 198, 425, 280, 282),
+}
+
+
+def seccomp_program(machine: str) -> bytes | None:
+    """The classic-BPF filter a job runs under on `machine` (None where egg has no numbers for it). Refused with
+    EPERM: a new user namespace (unshare or clone with CLONE_NEWUSER: in it the job would be root again, a large
+    kernel surface), an AF_VSOCK socket (the one socket family a network namespace does not cut off: it reaches the
+    host and its virtual machines), io_uring, bpf and userfaultfd (kernel surface no kernel of a job needs).
+    clone3 answers ENOSYS, as container runtimes do, so the C library falls back to clone, whose flags the filter
+    can read. x32 system calls (another way to name the same calls) and other architectures are refused."""
+    import errno
+    import struct
+
+    numbers = _SYSCALLS.get(machine)
+    if numbers is None:
+        return None
+    arch, _, clone, clone3, unshare, socket_nr, io_uring, bpf, userfaultfd = numbers
+    ld_w, ja, jeq, jset, jge, ret = 0x20, 0x05, 0x15, 0x45, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JA, |JEQ|K, |JSET|K, |JGE|K, BPF_RET|K
+    allow, eperm, enosys = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.EPERM, SECCOMP_RET_ERRNO | errno.ENOSYS
+    arg0 = 16  # offsetof(struct seccomp_data, args[0]): its low 32 bits, little-endian
+    program = [
+        (ld_w, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, eperm),  # another architecture's calls
+        (ld_w, 0, 0, 0),
+        (jge, 0, 1, _X32_BIT), (ret, 0, 0, eperm),  # x32 (x86_64's second numbering)
+        (jeq, 0, 1, clone3), (ret, 0, 0, enosys),
+        (jeq, 2, 0, unshare), (jeq, 1, 0, clone), (ja, 0, 0, 3),  # unshare or clone: read their flags
+        (ld_w, 0, 0, arg0), (jset, 0, 9, CLONE_NEWUSER), (ret, 0, 0, eperm),
+        (jeq, 0, 3, socket_nr),
+        (ld_w, 0, 0, arg0), (jeq, 0, 5, AF_VSOCK), (ret, 0, 0, eperm),
+        (jeq, 2, 0, io_uring), (jeq, 1, 0, bpf), (jeq, 0, 1, userfaultfd), (ret, 0, 0, eperm),
+        (ret, 0, 0, allow),
+    ]
+    return b"".join(struct.pack("HBBI", *op) for op in program)
+
+
+def _restrict_syscalls(report: Report) -> None:
+    """Install `seccomp_program` on every thread of the job (the device may already have started threads), after
+    no_new_privs; recorded as missing where the kernel or the architecture does not allow it."""
+    program = seccomp_program(platform.machine())
+    if program is None:
+        report.got["seccomp"] = "no"
+        report.missing.append(f"system call filter (no seccomp numbers for {platform.machine()})")
+        return
+    buffer = ctypes.create_string_buffer(program, len(program))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Fprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    libc = _libc()
+    number = _SYSCALLS[platform.machine()][1]
+    if libc.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(fprog)) != 0 and \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        report.got["seccomp"] = "no"
+        report.missing.append(f"system call filter ({os.strerror(ctypes.get_errno())})")
+        return
+    report.got["seccomp"] = "yes"
+
+
+def _chown_tree(path: str, uid: int) -> None:
     if not os.path.exists(path):
         return
-    os.chown(path, SANDBOX_UID, SANDBOX_GID)
+    os.chown(path, uid, SANDBOX_GID)
     for folder, dirs, files in os.walk(path):
         for name in dirs + files:
             try:
-                os.chown(os.path.join(folder, name), SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
+                os.chown(os.path.join(folder, name), uid, SANDBOX_GID, follow_symlinks=False)
             except FileNotFoundError:
                 continue
 

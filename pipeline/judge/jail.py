@@ -32,7 +32,7 @@ def main(spec_path: str) -> None:
     report_file = open(spec["report_path"], "w") if spec.get("report_path") else None
     report = isolation.enter(plan)  # returns in the job, inside its namespaces, as its own user
     job_limits = limits.Limits.from_json(spec["limits"])
-    limits.apply(job_limits, device=spec["device"], unprivileged=os.getuid() == isolation.SANDBOX_UID)
+    limits.apply(job_limits, device=spec["device"], unprivileged=isolation.is_sandbox_uid(os.getuid()))
     if report_file is not None:
         json.dump(report.to_json(), report_file)
         report_file.close()

@@ -173,9 +173,18 @@ def read_job_json(path: str | os.PathLike, limit: int = READ_LIMIT_BYTES) -> Any
         return None
 
 
+# The most values (containers and separated items) the parent parses from one job's JSON: a file within the read
+# limit made of empty objects or small numbers would otherwise cost it 20-30 times its size in memory.
+MAX_JSON_VALUES = 4_000_000
+
+
 def job_json(data: str | bytes) -> Any:
     """JSON that a job wrote (a file, a reply line), parsed as strictly as the parent needs: no NaN or Infinity,
-    and nesting too deep for the parser is a ValueError like any other malformed text."""
+    no more than MAX_JSON_VALUES values (counted before parsing), and nesting too deep for the parser is a
+    ValueError like any other malformed text."""
+    marks = (",", "{", "[") if isinstance(data, str) else (b",", b"{", b"[")
+    if sum(data.count(mark) for mark in marks) > MAX_JSON_VALUES:
+        raise ValueError(f"more than {MAX_JSON_VALUES:,} values")
     try:
         return json.loads(data, parse_constant=_no_constant)
     except RecursionError:

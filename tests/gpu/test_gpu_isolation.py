@@ -9,12 +9,15 @@ handed to the judge in device memory; mismatch only with isolation off.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from pipeline.judge import isolation
 
 from ..judge.test_isolation import KEY, LEAKS, _marker_places, _remove_markers, judge_in_a_process, person  # noqa: F401
 
@@ -40,7 +43,8 @@ def test_isolation_alone_holds_on_the_gpu(person):  # noqa: F811
     for name, result in results.items():
         assert result["status"] == "ok", (name, result["reason"], result["log_tail"][-2000:])
         record = result["environment"]["isolation"]
-        assert "pid_namespace=yes" in record and "filesystem=own_root" in record and "uid=65534" in record, record
+        assert "pid_namespace=yes" in record and "filesystem=own_root" in record and "seccomp=yes" in record, record
+        assert isolation.is_sandbox_uid(int(re.search(r"\buid=(\d+)", record).group(1))), record
         assert result["environment"]["output_transport"] == "device", result["environment"]
         assert result["timing"] is not None
     assert [p for p in _marker_places(cands) if p.exists() or Path(str(p) + "-pathlib").exists()] == []

@@ -185,3 +185,25 @@ def test_a_forged_capture_is_a_capture_error():
 def test_a_survey_with_numbers_no_survey_has_is_no_survey():
     survey = survey_candidate(REDTEAM5 / "b4_survey_huge_ints.py", TINY / "degenerate" / "2_ReLU.py", timeout_s=60)
     assert survey.errors and "no result that reads as one" in survey.errors[0] and not survey.launches, survey.errors
+
+
+@pytest.mark.parametrize("body", [b"{}", b"0", b"[]"])
+def test_a_job_file_of_millions_of_tiny_values_is_refused_before_it_is_parsed(tmp_path, body):
+    """64 MB of empty objects once cost the parent about 1.6 GB to parse; now it is counted first and refused."""
+    import tracemalloc
+
+    from pipeline.judge import launcher
+
+    path = tmp_path / "result.json"
+    count = (48 << 20) // (len(body) + 1)
+    path.write_bytes(b"[" + b",".join([body] * count) + b"]")
+    tracemalloc.start()
+    try:
+        assert launcher.read_job_json(path) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 120 << 20, peak  # the file itself (48 MB) and little more
+    small = tmp_path / "small.json"
+    small.write_bytes(b"[" + b",".join([body] * 1000) + b"]")
+    assert len(launcher.read_job_json(small)) == 1000

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,8 @@ import pipeline
 from pipeline.judge import isolation
 
 from .conftest import FIXTURES, TINY
+
+NOBODY = 65534  # a normal user for the tests that need one
 
 ROOT = pipeline.ROOT
 SOFTMAX = TINY / "level1" / "23_Softmax.py"
@@ -105,7 +108,8 @@ def test_isolation_alone_keeps_every_secret_and_every_write_inside_the_job(perso
     for name, result in results.items():
         assert result["status"] == "ok", (name, result["reason"], result["log_tail"][-2000:])
         record = result["environment"]["isolation"]
-        assert "pid_namespace=yes" in record and "filesystem=own_root" in record and "uid=65534" in record, record
+        assert "pid_namespace=yes" in record and "filesystem=own_root" in record and "seccomp=yes" in record, record
+        assert isolation.is_sandbox_uid(int(re.search(r"\buid=(\d+)", record).group(1))), record
         assert "isolation_missing" not in result["environment"]
     assert [p for p in _marker_places(cands) if p.exists() or Path(str(p) + "-pathlib").exists()] == []
 
@@ -195,6 +199,71 @@ def look_around(plan: isolation.Plan, secret_dir: str) -> dict:
     return seen
 
 
+def try_the_kernel_surface(plan: isolation.Plan) -> dict:
+    """What a job may still ask of the kernel: a user namespace, AF_VSOCK, a writable mount below /sys, threads."""
+    import ctypes
+    import socket
+    import threading
+
+    report = isolation.enter(plan)
+    libc = ctypes.CDLL(None, use_errno=True)
+    seen = {"report": report.to_json(), "uid": os.getuid()}
+    seen["unshare_user"] = "allowed" if libc.unshare(isolation.CLONE_NEWUSER) == 0 else os.strerror(ctypes.get_errno())
+    try:
+        socket.socket(isolation.AF_VSOCK, socket.SOCK_STREAM).close()
+        seen["vsock"] = "allowed"
+    except OSError as exc:
+        seen["vsock"] = exc.strerror
+    seen["writable_below_sys"] = [m for m in isolation.mount_points() if m.startswith("/sys/") and not os.statvfs(m).f_flag & os.ST_RDONLY]
+    ran = []
+    thread = threading.Thread(target=lambda: ran.append("thread"))
+    thread.start()
+    thread.join()
+    ran.append(subprocess.run(["/bin/sh", "-c", "echo shell"], capture_output=True, text=True).stdout.strip())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # its own loopback still works
+        s.bind(("127.0.0.1", 0))
+    seen["ran"] = ran
+    time.sleep(0.5)  # alive beside the other job
+    return seen
+
+
+@needs_root
+def test_two_jobs_at_once_run_as_two_users_and_reach_no_more_of_the_kernel_than_they_need(tmp_path):
+    """Each job its own uid (one job's process limit, counted per uid, cannot starve the other), no new user
+    namespace, no AF_VSOCK socket, nothing writable below /sys, and threads, a shell and its loopback still work."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    plans = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        plans.append(isolation.Plan(str(tmp_path / name), tuple(isolation.python_paths(exclude=(str(ROOT),))), (), {"PATH": "/usr/bin:/bin"}, True))
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda plan: run_in_child(lambda: try_the_kernel_surface(plan)), plans)
+    for seen in (first, second):
+        assert "error" not in seen, seen
+        assert seen["report"]["missing"] == [] and "seccomp=yes" in seen["report"]["isolation"], seen
+        assert isolation.is_sandbox_uid(seen["uid"]), seen
+        assert seen["unshare_user"] == "Operation not permitted" and seen["vsock"] == "Operation not permitted", seen
+        assert seen["writable_below_sys"] == [], seen
+        assert seen["ran"] == ["thread", "shell"], seen
+    assert first["uid"] != second["uid"]
+
+
+def test_the_system_call_filter_is_a_valid_program_for_both_architectures():
+    """Every jump lands inside the program and it ends in a return (the kernel refuses anything else)."""
+    import struct
+
+    for machine in ("x86_64", "aarch64"):
+        program = isolation.seccomp_program(machine)
+        ops = [struct.unpack("HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+        for n, (code, jt, jf, k) in enumerate(ops):
+            if code & 0x07 == 0x05:  # a jump
+                targets = (n + 1 + k,) if code == 0x05 else (n + 1 + jt, n + 1 + jf)
+                assert all(t < len(ops) for t in targets), (machine, n)
+        assert ops[-1] == (0x06, 0, 0, isolation.SECCOMP_RET_ALLOW)
+    assert isolation.seccomp_program("sparc") is None
+
+
 @needs_root
 def test_a_sandboxed_process_sees_itself_its_folder_and_nothing_else(tmp_path):
     secret = tmp_path / "secret"
@@ -205,7 +274,7 @@ def test_a_sandboxed_process_sees_itself_its_folder_and_nothing_else(tmp_path):
     plan = isolation.Plan(str(work), tuple(isolation.python_paths(exclude=(str(ROOT),))), (), {"PATH": "/usr/bin"}, True, (str(tmp_path),))
     seen = run_in_child(lambda: look_around(plan, str(secret)))
     assert seen["report"]["missing"] == [], seen
-    assert seen["uid"] == isolation.SANDBOX_UID
+    assert isolation.is_sandbox_uid(seen["uid"]) and seen["uid"] != os.getuid()
     assert seen["pids"] == ["1", "2"]  # egg's own init and the job: no ancestor, no sibling
     assert seen["init_environ"] == "PermissionError"
     assert not seen["secret_dir_visible"] and "home" not in seen["root"]
@@ -222,9 +291,9 @@ def test_a_normal_user_gets_the_namespaces_through_a_user_namespace():
         os.chmod(base, 0o755)
         work = base / "job"
         work.mkdir()
-        os.chown(work, isolation.SANDBOX_UID, isolation.SANDBOX_GID)
+        os.chown(work, NOBODY, isolation.SANDBOX_GID)
         plan = isolation.Plan(str(work), (), (), {"PATH": "/usr/bin"}, True)
-        seen = run_in_child(lambda: look_around(plan, "/root"), as_user=isolation.SANDBOX_UID)
+        seen = run_in_child(lambda: look_around(plan, "/root"), as_user=NOBODY)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if "error" in seen:
@@ -253,7 +322,7 @@ def test_an_undumpable_process_hides_its_environment_from_its_own_user(undumpabl
     if pid == 0:
         os.setgroups([])
         os.setgid(isolation.SANDBOX_GID)
-        os.setuid(isolation.SANDBOX_UID)
+        os.setuid(NOBODY)
         isolation._libc().prctl(isolation.PR_SET_DUMPABLE, 1, 0, 0, 0)
         if undumpable:
             assert isolation.make_undumpable()
@@ -262,7 +331,7 @@ def test_an_undumpable_process_hides_its_environment_from_its_own_user(undumpabl
         os._exit(0)
     try:
         os.read(ready_r, 1)
-        seen = run_in_child(lambda: read_environ_of(pid), as_user=isolation.SANDBOX_UID)
+        seen = run_in_child(lambda: read_environ_of(pid), as_user=NOBODY)
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
