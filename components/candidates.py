@@ -4,6 +4,7 @@ times over the session coloured by status, and a roofline with the machine's cei
 from __future__ import annotations
 
 from collections.abc import Sequence
+from textwrap import shorten
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -22,7 +23,7 @@ def table_rows(rows: Sequence[CandidateRow], marks: dict[int, list[str]] | None 
     marks = marks or {}
     return [{"id": r.id, "stage": r.stage, "origin": r.origin, "by": r.author, "parent": r.parent_id, "status": r.status or "not judged",
              "kept": ", ".join(marks.get(r.id, [])), "median ms": r.median_ms, "vs eager": r.speedups.get("eager"),
-             "vs compile": r.speedups.get("compile"), "why": r.reason[:120]} for r in rows]
+             "vs compile": r.speedups.get("compile"), "why": shorten(r.reason, 160, placeholder=' ...')} for r in rows]
 
 
 def render_table(rows: Sequence[CandidateRow], marks: dict[int, list[str]] | None = None) -> None:
@@ -46,9 +47,12 @@ def stage_gains(rows: Sequence[CandidateRow], eager_ms: float | None, kept: dict
 
 
 def stage_gains_figure(gains: list[tuple[str, float]]) -> go.Figure:
-    figure = go.Figure(go.Bar(x=[s for s, _ in gains], y=[g for _, g in gains], text=[f"{g:.2f}x" for _, g in gains], textposition="outside"))
-    figure.add_hline(y=1.0, line_dash="dot", annotation_text="eager")
-    figure.update_layout(yaxis_title="speedup vs eager (after the stage)", height=320, margin={"l": 10, "r": 10, "t": 20, "b": 10})
+    figure = go.Figure(go.Bar(x=[s for s, _ in gains], y=[g for _, g in gains], text=[f"{g:.2f}x" for _, g in gains], textposition="outside",
+                              cliponaxis=False))
+    # the eager line's label below the line at its left end, and room above the tallest bar's text: nothing clipped
+    figure.add_hline(y=1.0, line_dash="dot", annotation_text="eager (1x)", annotation_position="bottom left")
+    figure.update_layout(yaxis_title="speedup vs eager (after the stage)", height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                         yaxis_range=[0, 1.2 * max([1.0, *(g for _, g in gains)])])
     return figure
 
 
@@ -65,7 +69,7 @@ def times_figure(rows: Sequence[CandidateRow]) -> go.Figure | None:
         name = (status or "not judged") + (f" ({untimed} not timed)" if untimed else "")
         figure.add_scatter(x=[r.id for r in group], y=[r.median_ms for r in group], mode="markers", name=name,
                            marker={"color": STATUS_COLOURS.get(status, "#9e9e9e"), "size": 9, "symbol": "circle" if status == "ok" else "x"},
-                           text=[f"{r.stage}/{r.origin}: {r.reason[:80]}" for r in group], hovertemplate="candidate %{x}: %{text}<extra></extra>")
+                           text=[f"{r.stage}/{r.origin}: {shorten(r.reason, 100, placeholder=' ...')}" for r in group], hovertemplate="candidate %{x}: %{text}<extra></extra>")
     figure.update_layout(xaxis_title="candidate (in the order judged)", yaxis_title="median ms", yaxis_type="log",
                          height=340, margin={"l": 10, "r": 10, "t": 20, "b": 10})
     return figure

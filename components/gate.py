@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from textwrap import shorten
 from typing import Any
 
 import streamlit as st
@@ -166,7 +167,7 @@ def verdict_brief(verdict: dict[str, Any] | None) -> str:
     if speedups:
         line += ", " + ", ".join(f"{s:.3f}x vs {'torch.compile' if k == 'compile' else k}" for k, s in speedups.items())
     if verdict.get("status") != "ok" and verdict.get("reason"):
-        line += f": {verdict['reason'][:200]}"
+        line += f": {shorten(verdict['reason'], 300, placeholder=' ...')}"
     return line
 
 

@@ -65,9 +65,9 @@ def render_plots(record: SessionRecord, rows) -> None:
 
 
 def render_one(record: SessionRecord, rows) -> None:
-    ids = [r.id for r in rows]
-    chosen = st.selectbox("Candidate", ids, index=len(ids) - 1, key="candidate_pick",
-                          format_func=lambda i: next(f"{r.id} · {r.stage}/{r.origin} · {r.status or 'not judged'}" for r in rows if r.id == i))
+    labels = {r.id: f"{r.id} · {r.stage}/{r.origin} · {r.status or 'not judged'}" for r in rows}
+    ids = list(labels)
+    chosen = st.selectbox("Candidate", ids, index=len(ids) - 1, key="candidate_pick", format_func=labels.__getitem__)
     detail = api.candidate_detail(store(), record.id, chosen)
     source_tab, diff_tab, verdict_tab = st.tabs(["Source", "Diff against its parent", "Verdict"])
     with source_tab:

@@ -80,13 +80,16 @@ def backend_choice() -> BackendSpec | None:
     return BackendSpec(kind)
 
 
-def budget_choice() -> Budget:
+def budget_choice(backend_kind: str | None) -> Budget:
+    """The budgets; the model-call budget only where a model is called (it would do nothing otherwise)."""
+    model = backend_kind in ("llm", "script")  # a script answers as a model does, call by call
     columns = st.columns(5)
     return Budget(seeds=columns[0].number_input("seeds", 1, 5, 3, key="budget_seeds"),
                   rounds=columns[1].number_input("rounds per sub-stage", 0, 10, 2, key="budget_rounds"),
                   debug_rounds=columns[2].number_input("repairs per failure", 0, 5, 2, key="budget_debug"),
                   tune_evals=columns[3].number_input("tuning evaluations", 0, 50, 6, key="budget_tune"),
-                  max_llm_calls=columns[4].number_input("model calls at most", 1, 1000, 120, key="budget_calls"))
+                  max_llm_calls=columns[4].number_input("model calls at most", 1, 1000, 120, key="budget_calls", disabled=not model,
+                                                        help="calls to the model (or the script)" if model else "only a model or script backend makes model calls"))
 
 
 def start(problem: dict, backend: BackendSpec, review: str, device: str, budget: Budget, label: str) -> str | None:
@@ -114,7 +117,7 @@ def render() -> None:
         left.caption("no GPU visible here: the session will run on the CPU (correctness only)")
     review = right.radio("Review", list(REVIEW_HELP), horizontal=True, key="review", help="\n".join(f"{k}: {v}" for k, v in REVIEW_HELP.items()))
     right.caption(REVIEW_HELP[review])
-    budget = budget_choice()
+    budget = budget_choice(st.session_state.get("backend_kind"))
     label = st.text_input("Label (optional)", key="label")
     ready = problem is not None and backend is not None
     # Not a callback: the rerun a click makes carries every widget's current value.

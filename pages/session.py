@@ -3,6 +3,8 @@ bottleneck report and plan, the kernel's diff, the verdict, or what travels at a
 
 from __future__ import annotations
 
+from textwrap import shorten
+
 import streamlit as st
 
 from components.gate import Allowed, decision_controls, render_gate_body
@@ -63,9 +65,9 @@ def render_story(record: SessionRecord) -> None:
     if not gates:
         return
     st.subheader("Every gate, as it was decided")
-    table = [{"gate": n, "kind": g.kind, "stage": g.stage, "what it showed": g.summary[:160],
+    table = [{"gate": n, "kind": g.kind, "stage": g.stage, "what it showed": shorten(g.summary, 160, placeholder=' ...'),
               "decision": g.decision.action if g.decision else "open", "by": g.decision.who if g.decision else "",
-              "feedback": (g.decision.feedback if g.decision else "")[:120]} for n, g in enumerate(gates, 1)]
+              "feedback": shorten(g.decision.feedback if g.decision and g.decision.feedback else "", 120, placeholder=' ...')} for n, g in enumerate(gates, 1)]
     st.dataframe(table, hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 2, 420))
     reviewed = [n for n, g in enumerate(gates, 1) if g.reviewed] or list(range(1, len(gates) + 1))
     number = st.selectbox("Look at gate", list(range(1, len(gates) + 1)), index=reviewed[0] - 1, key="story_gate",

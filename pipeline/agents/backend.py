@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from textwrap import shorten
 from typing import Any, Protocol
 
 from pipeline.agents.code_agent import CodeAgent
@@ -122,7 +123,7 @@ class ModelBackend:
         except LLMCallError as error:
             return NoProposal(f"model call failed: {error}")
         if isinstance(reply, StructuredFailure):
-            return NoProposal(f"malformed reply after {len(reply.errors)} tries: {reply.errors[-1][:160]}")
+            return NoProposal(f"malformed reply after {len(reply.errors)} tries: {shorten(reply.errors[-1], 300, placeholder=' ...')}")
         return reply.value
 
 

@@ -17,6 +17,7 @@ alternative is, or NoProposal says why.
 from __future__ import annotations
 
 from collections.abc import Callable
+from textwrap import shorten
 from typing import Any
 
 from pipeline.agents.backend import VERDICT_NOTE, Measurements, NoProposal
@@ -260,8 +261,8 @@ class ExpertBackend:
                 usable.append((repair.rule, repair.cause, source))
         if rejected < len(usable):
             rule, cause, source = usable[rejected]
-            return DebugReply(cause=f"rule {rule}: {cause} (verdict: {verdict.status.value}: {verdict.reason[:160]})", kernel=source)
-        return NoProposal(f"no known repair left for {verdict.status.value}: {verdict.reason[:160]}")
+            return DebugReply(cause=f"rule {rule}: {cause} (verdict: {verdict.status.value}: {shorten(verdict.reason, 400, placeholder=' ...')})", kernel=source)
+        return NoProposal(f"no known repair left for {verdict.status.value}: {shorten(verdict.reason, 400, placeholder=' ...')}")
 
 
 # the topics of the steering vocabulary (pipeline.expert.steering) each paradigm stands for

@@ -210,3 +210,14 @@ def test_readings_carry_units_that_keep_them_readable():
     assert time_text(1.905e-06) == "1.905 ns" and time_text(0.0123) == "12.3 us" and time_text(4.5) == "4.5 ms"
     assert bytes_text(4096) == "4.096 KB" and bytes_text(2.5e9) == "2.5 GB" and bytes_text(12) == "12 B"
     assert reading("analytic_floor_ms", 1.905e-06) == "1.905 ns" and reading("waves", 0.0081234) == "0.008123" and reading("x", "16") == "16"
+
+
+def test_the_gains_plot_keeps_room_for_its_labels():
+    from components.candidates import stage_gains_figure
+
+    for gains in ([("algorithm", 0.6), ("parallel_mapping", 0.8)], [("algorithm", 2.0), ("tiling", 3.5)]):
+        figure = stage_gains_figure(gains)
+        low, high = figure.layout.yaxis.range
+        assert low == 0 and high >= 1.15 * max(1.0, *(g for _, g in gains))  # the bars' text and the eager line fit
+        [label] = figure.layout.annotations
+        assert label.text == "eager (1x)" and label.yanchor == "top"  # under the line, inside the plot

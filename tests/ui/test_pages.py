@@ -17,6 +17,14 @@ def test_a_pasted_file_that_is_not_a_problem_gets_the_loaders_error_and_creates_
     assert api.list_sessions(api.open_store(db)) == []
 
 
+def test_the_model_call_budget_is_offered_only_where_a_model_is_called(app):
+    for kind, enabled in (("expert", False), ("none", False), ("script", True), ("llm", True)):
+        app.radio(key="backend_kind").set_value(kind).run()
+        widget = app.number_input(key="budget_calls")
+        assert widget.disabled is (not enabled), kind
+        assert ("only a model or script backend" in widget.help) is (not enabled), kind
+
+
 def test_a_pasted_problem_becomes_a_session_of_its_own(app, db):
     source = (api.pipeline.ROOT / "data" / "problems" / "tiny" / "level1" / "15_Swish.py").read_text()
     app.radio(key="problem_kind").set_value("paste").run()
