@@ -23,5 +23,12 @@ def guarded_app(script: str, policy: HostPolicy) -> st.App:
 
 def main(argv: list[str] | None = None) -> None:
     script, port, address = (sys.argv[1:] if argv is None else argv)[:3]
+    # app.py navigates with st.navigation, but until its first run has called it, Streamlit takes the folder named
+    # pages/ beside it for an old-style multipage app: a fresh server's first visitor arriving on a deep link
+    # (/bench) got that page run alone, under a sidebar listing every file of pages/. The flag st.navigation
+    # itself clears, cleared before the first run.
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
     app = guarded_app(script, HostPolicy.from_environment())
     app.run(config={**STREAMLIT_CONFIG, "server.address": address, "server.port": int(port)})

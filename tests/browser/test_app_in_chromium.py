@@ -169,3 +169,24 @@ def test_an_uploaded_file_is_checked_by_the_problem_loader(server, page, tmp_pat
 
     assert api.list_sessions(api.open_store(server.db)) == []
 
+
+
+def test_a_fresh_servers_first_visitor_on_a_deep_link_gets_egg_and_a_closed_second_tab_leaves_no_trace(server, page):
+    """The first request of a fresh `egg ui` is a deep link (/bench): egg's navigation and page, not a sidebar listing
+    the files of pages/ (Streamlit's old multipage mode before app.py's first run). Then a second tab opened and
+    closed mid-load: the server's log stays clean (the fixture checks it)."""
+    page.goto(f"{server.url}/bench")
+    settled(page)
+    nav = page.locator("[data-testid=stSidebarNav]")
+    expect(nav.get_by_text("New session", exact=True)).to_be_visible()
+    for stray in ("_context", "app", "new session"):
+        expect(nav.get_by_text(stray, exact=True)).to_have_count(0)
+    expect(page.locator("[data-testid=stHeading]").first).to_contain_text("Bench")
+    for delay_ms in (0, 150, 600):
+        other = page.context.new_page()
+        other.goto(f"{server.url}/sessions", wait_until="commit")
+        other.wait_for_timeout(delay_ms)
+        other.close()
+    page.reload()
+    settled(page)
+    expect(page.locator("[data-testid=stHeading]").first).to_contain_text("Bench")
