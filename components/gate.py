@@ -79,6 +79,7 @@ class Context:
     number_of: Callable[[str], int | None] = lambda key: None
     prompts_of: Callable[[Heard], list[dict[str, Any]]] = lambda heard: []
     candidate_of: Callable[[int], Any] = lambda candidate_id: None  # pipeline.api.CandidateDetail, or None
+    stage_account: Callable[[str], Any] = lambda stage: None  # pipeline.api.StageAccount, or None
 
 
 def render_heard(gate: Gate, context: Context) -> None:
@@ -237,9 +238,35 @@ def render_verdict_gate(gate: Gate, context: Context = Context(), *, editor_key:
                 render_beside(detail.parent_source or "", detail.source, proposal_name=f"candidate {p.candidate_id}")
 
 
-def render_stage_end_gate(gate: Gate, *, editor_key: str | None = None) -> None:
+def account_lines(account: Any) -> list[str]:
+    """A stage's account as Markdown lines: the headline, then each candidate against its parent, fastest first,
+    then the failures, each with what it tried and what the judge found."""
+    def time_text(ms: float | None) -> str:
+        return "untimed" if ms is None else f"{ms:.4g} ms"
+
+    lines = [f"**{account.headline()}**"]
+    ranked = sorted(account.steps, key=lambda step: (step.ratio is None, -(step.ratio or 0.0), step.candidate_id))
+    for step in ranked:
+        tried = f" ({shorten(step.tried, 140, placeholder=' ...')})" if step.tried else ""
+        if step.outcome in ("faster", "slower"):
+            times = step.ratio if step.outcome == "faster" else 1.0 / step.ratio
+            verdict = f"**{times:.2f}x {step.outcome}** than {step.against} ({time_text(step.median_ms)} against {time_text(step.parent_ms)})"
+        elif step.outcome == "as fast":
+            verdict = f"as fast as {step.against} ({time_text(step.median_ms)} against {time_text(step.parent_ms)})"
+        elif step.outcome == "failed":
+            verdict = f"failed, {step.status}: {shorten(step.reason, 200, placeholder=' ...')}"
+        else:
+            verdict = step.outcome
+        lines.append(f"- candidate {step.candidate_id}, {step.origin}{tried}: {verdict}")
+    return lines
+
+
+def render_stage_end_gate(gate: Gate, *, editor_key: str | None = None, context: Context = Context()) -> None:
     p = gate.data
     assert isinstance(p, StageEndPayload)
+    account = context.stage_account(gate.stage)
+    if account is not None and account.steps:
+        st.markdown("\n".join(account_lines(account)))
     st.markdown("**What the session ends with** (these decisions, and this kernel is best.py)" if p.last_stage else
                 "**What travels to the next stage** (only these decisions and this kernel: exploratory output is dropped)")
     for decision in p.proposal.decisions:
@@ -266,6 +293,6 @@ assert set(RENDERERS) == set(KINDS), "every gate kind needs its renderer"
 def render_gate_body(gate: Gate, context: Context = Context(), *, editor_key: str | None = None, **options: Any) -> None:
     """What the gate shows, by its kind's renderer, after where the person's earlier words went."""
     render_heard(gate, context)
-    if gate.kind == "verdict":
+    if gate.kind in ("verdict", "stage_end"):
         options["context"] = context
     RENDERERS[gate.kind](gate, editor_key=editor_key, **options)

@@ -52,4 +52,5 @@ def session_from_url(placeholder: str = "Choose a session") -> SessionRecord | N
 def gate_context(record: SessionRecord) -> Context:
     """What the gate renderers look up beyond a gate, in this session: gate numbers, prompts, candidates."""
     return Context(number_of=api.gate_numbers(store(), record.id).get, prompts_of=lambda heard: api.heard_prompts(store(), record.id, heard),
-                   candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id))
+                   candidate_of=lambda candidate_id: api.find_candidate(store(), record.id, candidate_id),
+                   stage_account=lambda stage: api.stage_account(store(), record.id, stage))

@@ -627,6 +627,80 @@ def find_candidate(store: Store, session_id: str, candidate_id: int) -> Candidat
         return None
 
 
+SAME_TIME = 0.01  # within 1% of its parent's time: as fast (timing noise, not a change)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One candidate of a stage against the kernel it was made from: what it tried, and what the judge found."""
+
+    candidate_id: int
+    parent_id: int | None
+    origin: str
+    tried: str  # the rewrite's own account (its note: the rule, the fix, the paradigm)
+    status: str | None
+    reason: str
+    median_ms: float | None
+    parent_ms: float | None  # the parent's time; for a seed (no parent), the reference's eager time
+
+    @property
+    def against(self) -> str:
+        return f"candidate {self.parent_id}" if self.parent_id is not None else "eager"
+
+    @property
+    def ratio(self) -> float | None:
+        """How many times faster than its parent (below 1: slower); None when either is untimed."""
+        return self.parent_ms / self.median_ms if self.median_ms and self.parent_ms else None
+
+    @property
+    def outcome(self) -> str:
+        if self.status is None:
+            return "not judged"
+        if self.status != "ok":
+            return "failed"
+        if self.ratio is None:
+            return "passed, untimed"
+        if abs(self.ratio - 1.0) < SAME_TIME:
+            return "as fast"
+        return "faster" if self.ratio > 1.0 else "slower"
+
+
+@dataclass(frozen=True)
+class StageAccount:
+    """What a stage did: every candidate it made against its parent, faster, slower or failed, and why."""
+
+    stage: str
+    steps: tuple[Step, ...]
+
+    def count(self, outcome: str) -> int:
+        return sum(step.outcome == outcome for step in self.steps)
+
+    def headline(self) -> str:
+        if not self.steps:
+            return f"{self.stage}: no candidate was made"
+        parts = [f"{self.count(o)} {o}" for o in ("faster", "as fast", "slower", "failed", "passed, untimed", "not judged") if self.count(o)]
+        many = len(self.steps) != 1
+        return f"{self.stage}: {len(self.steps)} candidate{'s' * many}, against {'their parents' if many else 'its parent'}: " + ", ".join(parts)
+
+
+def stage_account(store: Store, session_id: str, stage: str) -> StageAccount:
+    """Every candidate of `stage`, each against the kernel it was made from (one query: candidate_rows)."""
+    rows = candidate_rows(store, session_id)
+    by_id = {r.id: r for r in rows}
+    steps = []
+    for row in rows:
+        if row.stage != stage:
+            continue
+        parent = by_id.get(row.parent_id) if row.parent_id is not None else None
+        if parent is not None:
+            parent_ms = parent.median_ms if parent.status == "ok" else None
+        else:  # a seed: against the reference, eager (its time is in the verdict's speedup)
+            eager = row.speedups.get("eager")
+            parent_ms = eager * row.median_ms if eager and row.median_ms else None
+        steps.append(Step(row.id, row.parent_id, row.origin, row.note, row.status, row.reason, row.median_ms, parent_ms))
+    return StageAccount(stage, tuple(steps))
+
+
 @dataclass(frozen=True)
 class BestKernel:
     """What a session's best.py is: a candidate (with its time), or the reference problem."""

@@ -160,3 +160,22 @@ def test_the_recordings_predictions_have_different_answers(tmp_path):
         for gate in api.gates(store, record.id, kind="plan"):
             answers.setdefault(answer(gate.data.proposal, gate.data.report_kind), set()).add(record.problem_name)
     assert {"memory_bound", "compute_bound_tensor", "compute_bound_fma", "launch_bound"} <= set(answers), answers
+
+
+def test_a_stage_end_accounts_for_what_got_faster_what_got_slower_and_why(tmp_path):
+    """The recorded GELU: the fused seed 3.50x faster than eager against 1.16x for three kernels, and every later
+    stage's rewrite slower than the kernel it started from, each with what it tried."""
+    from components.gate import account_lines
+
+    store = api.open_store(tmp_path / "egg.sqlite")
+    record = api.import_bundle(store, json.loads((ROOT / "data" / "recorded" / "gelu_scale_bias_h200.json").read_text()))
+    seeds = api.stage_account(store, record.id, "algorithm")
+    by_ratio = sorted((round(s.ratio, 2), s.against) for s in seeds.steps if s.origin == "seed")
+    assert by_ratio == [(1.16, "eager"), (3.5, "eager")]
+    for stage in ("parallel_mapping", "tiling", "memory"):
+        account = api.stage_account(store, record.id, stage)
+        assert account.steps and account.count("slower") == len(account.steps), account
+        lines = account_lines(account)
+        assert lines[0] == f"**{stage}: 1 candidate, against its parent: 1 slower**"
+        assert "x slower** than candidate" in lines[1] and f"({account.steps[0].tried[:20]}" in lines[1]
+    assert api.stage_account(store, record.id, "nothing").headline() == "nothing: no candidate was made"
