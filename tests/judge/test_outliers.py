@@ -28,11 +28,11 @@ def test_outliers_are_large_rare_and_keep_each_elements_sign():
 
 def test_an_exact_fp32_gemm_passes_the_outliers_trial_on_every_draw():
     """C = A @ B^T on torch.rand inputs, summed in float64 and rounded once (as exact as fp32 can be), against
-    torch's fp32 reference: 3,000 draws, none outside atol = rtol = 1e-4 (random-sign outliers failed about 1 in 400)."""
+    torch's fp32 reference: 1,500 draws, none outside atol = rtol = 1e-4 (random-sign outliers failed about 1 in 400)."""
     def get_inputs():
         return [torch.rand(32, 64), torch.rand(16, 64)]
 
-    for seed in range(3000):
+    for seed in range(1500):
         a, b = make_inputs(get_inputs, {"seed": seed, "transform": "outliers"}, torch.device("cpu"))
         ok, *_, why = compare_tensor((a.double() @ b.double().T).float(), a @ b.T, degenerate=False)
         assert ok, (seed, why)
