@@ -157,6 +157,10 @@ def _within(path: str, folder: str) -> bool:
 # Entering the sandbox (in the forked child) -------------------------------------------------------------------------
 
 
+class IsolationError(RuntimeError):
+    """The job cannot be isolated as it must be (it would run as root): it is not run."""
+
+
 @dataclass
 class Report:
     """What a job got. `missing` names each protection the machine refused, with the reason."""
@@ -450,18 +454,19 @@ def _switch_root(libc: ctypes.CDLL, new_root: str, report: Report) -> None:
 def _drop_privileges(plan: Plan, report: Report, root: bool, uid: int) -> None:
     libc = _libc()
     if root:
+        # What the job may write becomes its own; a file that cannot be handed over stays root's (the job cannot
+        # write it), never a reason to keep root: a job that cannot drop root does not run.
+        for path in (plan.workdir, *plan.read_write):
+            _chown_tree(path, uid)
         try:
-            _chown_tree(plan.workdir, uid)
-            for path in plan.read_write:
-                if os.path.exists(path) and os.stat(path).st_uid != uid:
-                    _chown_tree(path, uid)
             os.setgroups([])
             os.setgid(SANDBOX_GID)
             os.setuid(uid)
-            report.got["uid"] = str(uid)
         except OSError as exc:
-            report.got["uid"] = "0"
-            report.missing.append(f"unprivileged uid ({exc.strerror}): the job runs as root")
+            raise IsolationError(f"the job could not leave root ({exc.strerror}); it is not run") from exc
+        if os.getuid() == 0 or os.geteuid() == 0:
+            raise IsolationError("the job is still root after setuid; it is not run")
+        report.got["uid"] = str(uid)
     else:
         report.got["uid"] = f"{os.getuid()} (egg's own; egg does not run as root)"
     ok = libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
@@ -541,15 +546,33 @@ def _restrict_syscalls(report: Report) -> None:
 
 
 def _chown_tree(path: str, uid: int) -> None:
-    if not os.path.exists(path):
+    """Hand `path` and what lies below it, down to CHOWN_DEPTH folders, to `uid`: walked by directory descriptors,
+    without recursion and never through a link, so a tree deeper than PATH_MAX (which a job can leave in a cache it
+    keeps) is walked like any other. An entry that refuses, or lies deeper, stays root's: the job cannot write it."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        os.chown(path, uid, SANDBOX_GID, follow_symlinks=False)
+        stack = [(os.open(path, flags), 0)]
+    except OSError:
         return
-    os.chown(path, uid, SANDBOX_GID)
-    for folder, dirs, files in os.walk(path):
-        for name in dirs + files:
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+        except OSError:
+            entries = []
+        for name, is_dir in entries:
             try:
-                os.chown(os.path.join(folder, name), uid, SANDBOX_GID, follow_symlinks=False)
-            except FileNotFoundError:
+                os.chown(name, uid, SANDBOX_GID, dir_fd=folder, follow_symlinks=False)
+                if is_dir and depth < CHOWN_DEPTH:
+                    stack.append((os.open(name, flags, dir_fd=folder), depth + 1))
+            except OSError:
                 continue
+        os.close(folder)
+
+
+CHOWN_DEPTH = 32  # compile caches are a few folders deep
 
 
 def _finish(plan: Plan) -> None:

@@ -88,7 +88,8 @@ def _mapped_bytes() -> int:
 
 def tree_rss_bytes(root: int) -> int:
     """Memory held by `root` and every process below it, as this process sees /proc: each process's proportional
-    share (PSS), so pages that forked processes share are counted once, not once per process."""
+    share (PSS), so pages that forked processes share are counted once, not once per process, and the memory files
+    they hold open (a memfd's pages count whether mapped or not)."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -99,12 +100,32 @@ def tree_rss_bytes(root: int) -> int:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(name))
-    total, todo = 0, [root]
+    total, todo, held = 0, [root], {}
     while todo:
         pid = todo.pop()
         total += _pss_bytes(pid)
+        held.update(_memfd_bytes(pid))
         todo.extend(children.get(pid, ()))
-    return total
+    return total + sum(held.values())
+
+
+def _memfd_bytes(pid: int) -> dict[tuple[int, int], int]:
+    """The memory files a process holds open (memfd_create: pages of the machine's memory that no process's PSS
+    counts while unmapped, and no address-space limit bounds), by (device, inode) so a file shared is counted once."""
+    found: dict[tuple[int, int], int] = {}
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                continue
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        found[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+    return found
 
 
 def folder_bytes(folder: str, skip: frozenset[str] = frozenset({".root"}), most: int = 20_000) -> int:

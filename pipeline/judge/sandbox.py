@@ -28,6 +28,7 @@ from typing import Any, Callable
 import pipeline
 from pipeline.judge import channel, isolation, limits
 from pipeline.judge.channel import CALL_NAME, COMPILE_PHASES, MAX_MESSAGES, PHASES
+from pipeline.judge.launcher import job_json
 
 # What egg's child processes keep of the parent's environment (pipeline.judge.isolation narrows it again per job).
 _START_NAMES = frozenset({"HOME", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE", "PATH", "PYTHONPATH",
@@ -460,7 +461,7 @@ def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:
     except OSError as exc:
         return None, f"result.json could not be read: {exc}"
     try:
-        result = json.loads(data)
+        result = job_json(data)  # strict and bounded: no NaN, no runaway nesting, no millions of values
     except ValueError as exc:
         return None, f"result.json is not JSON: {exc}"
     if not isinstance(result, dict):

@@ -42,6 +42,14 @@ def test_a_memory_hog_gets_a_verdict_that_names_the_limit(monkeypatch):
     assert result.reason.startswith("call trial_1 went over the memory limit of 2 GB"), result.reason
 
 
+def test_memory_held_in_an_unmapped_memory_file_counts_against_the_limit(monkeypatch):
+    monkeypatch.setenv(limits.MEMORY_VARIABLE, "2")
+    with Judge(OPTIONS, auditor=no_static_findings) as judge:
+        result = judge.evaluate(problem(SOFTMAX), load_candidate(LIMITS / "memfd_hog.py"))
+    assert result.status is Status.RUNTIME_ERROR, result.reason
+    assert "over the memory limit of 2 GB" in result.reason, result.reason
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the PID namespace (and the sandbox user) need root, as in CI and on the H200")
 def test_processes_left_running_after_a_call_are_caught():
     with Judge(OPTIONS, auditor=no_static_findings) as judge:
