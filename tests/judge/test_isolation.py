@@ -249,6 +249,31 @@ def test_two_jobs_at_once_run_as_two_users_and_reach_no_more_of_the_kernel_than_
     assert first["uid"] != second["uid"]
 
 
+@needs_root
+def test_a_cache_tree_deeper_than_path_max_still_leaves_the_job_without_root(tmp_path):
+    """The seventh red team planted a tree longer than PATH_MAX in a cache the next job keeps: handing it over
+    failed, and the job ran as root. Now the tree is walked by descriptors and the job runs as its own uid."""
+    work, cache = tmp_path / "job", tmp_path / "cache"
+    work.mkdir()
+    cache.mkdir()
+    folder = os.open(cache, os.O_RDONLY)
+    for _ in range(120):  # 120 x 51 characters: over PATH_MAX (4096)
+        os.mkdir("d" * 50, dir_fd=folder)
+        deeper = os.open("d" * 50, os.O_RDONLY, dir_fd=folder)
+        os.close(folder)
+        folder = deeper
+    os.close(folder)
+    plan = isolation.Plan(str(work), tuple(isolation.python_paths(exclude=(str(ROOT),))), (str(cache),), {"PATH": "/usr/bin:/bin"}, True)
+
+    def look() -> dict:
+        report = isolation.enter(plan)
+        return {"uid": os.getuid(), "missing": report.missing, "cache_mine": os.stat(cache).st_uid == os.getuid()}
+
+    seen = run_in_child(look)
+    assert "error" not in seen, seen
+    assert isolation.is_sandbox_uid(seen["uid"]) and seen["missing"] == [] and seen["cache_mine"], seen
+
+
 def test_the_system_call_filter_is_a_valid_program_for_both_architectures():
     """Every jump lands inside the program and it ends in a return (the kernel refuses anything else)."""
     import struct
