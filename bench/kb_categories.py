@@ -78,7 +78,9 @@ def walk_one(path: Path) -> dict:
             row.update(handled=True, paradigm=first.paradigm.name, rules=rules_of(first.lowered.source),
                        kernels=kinds, kept_in_torch=sorted(first.lowered.kept_ops), seeds=len(seeds))
         else:
-            row.update(handled=False, why="; ".join(notes)[:500] or "no seed")
+            library = sorted({n.fn for n in lowering.graph.nodes if n.op == "library"})
+            why = f"no rule lowers {', '.join(library)} (kept as library calls)" if library else "; ".join(notes)[:500] or "no seed"
+            row.update(handled=False, why=why)
     row["seconds"] = round(time.perf_counter() - started, 2)
     return row
 

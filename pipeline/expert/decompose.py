@@ -186,6 +186,7 @@ class Decomposer:
             "addmm": self.addmm, "baddbmm": self.addmm, "conv2d": self.conv2d, "__getitem__": self.getitem,
             "to": self.to, "type_as": self.type_as, "float": self.cast_method, "half": self.cast_method,
             "bfloat16": self.cast_method, "double": self.cast_method,
+            "selu": self.selu, "celu": self.celu,  # torch.selu(x), torch.celu(x, alpha) (KernelBench's 27_SELU_ calls torch.selu)
         }
         if space == "F" and base in ("relu", "sigmoid", "tanh", "silu", "mish", "hardsigmoid", "hardswish", "logsigmoid",
                                       "softsign", "tanhshrink"):

@@ -56,3 +56,17 @@ def test_the_recording_follows_python_control_flow():
     graph = decompose(capture(fixture("control_flow").read_text()).tape)
     assert sum(n.op == "matmul" for n in graph.nodes) == 3  # the loop over three layers, unrolled
     assert any(n.op == "reduce" for n in graph.nodes)  # the branch the batch size takes
+
+
+def test_selu_and_celu_called_through_torch_are_pointwise(tmp_path):
+    """KernelBench's 27_SELU_ calls torch.selu, which stayed a library call (no seed): now it is pointwise."""
+    path = tmp_path / "selu.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.selu(x) + torch.celu(x, 0.5) + torch.selu(2 * x)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(8, 32)]\n\n\ndef get_init_inputs():\n    return []\n")
+    graph = decompose(capture(path.read_text()).tape)
+    assert not [n.fn for n in graph.nodes if n.op == "library"]
+    for signed in (False, True):
+        model, inputs, params = build(path, signed)
+        with torch.no_grad():
+            assert_same(run(graph, inputs, params), model(*inputs))
