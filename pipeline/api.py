@@ -277,8 +277,18 @@ def optimize(problem_path: str | Path, out: str | Path, choice: ModelChoice, opt
         return run_here(store, session_id, echo=on_event, llm_config=choice.llm)
     except StoreError as error:
         raise RunError(str(error)) from None
+    except Exception as error:
+        if not _problem_does_not_run(error):
+            raise
+        raise RunError(f"{error} (the session is kept: {out / STORE_FILE})") from None  # one line, never a traceback
     finally:
         store.close()
+
+
+def _problem_does_not_run(error: BaseException) -> bool:
+    """The judge's ReferenceError: the problem itself could not be run (its module only loaded where it already is)."""
+    judge = sys.modules.get("pipeline.judge.judge")
+    return judge is not None and isinstance(error, judge.ReferenceError)
 
 
 def _saved_problem(work_dir: Path, name: str, source: str) -> Path:

@@ -286,6 +286,11 @@ def _worker_options(options: EvalOptions) -> dict[str, Any]:
 
 def _exit_story(outcome: JobOutcome) -> str:
     phase = outcome.phase or "start-up"
+    if outcome.timed_out == "memory":
+        return (f"over the memory limit of {outcome.memory_limit_bytes / 2**30:.3g} GB: its processes held "
+                f"{outcome.peak_rss_bytes / 2**30:.3g} GB when the judge ended it (phase {phase})")
+    if outcome.timed_out:
+        return f"its {outcome.timed_out} phase ({phase}) ran past its limit and was killed"
     if outcome.returncode is None:
         return f"no exit status (phase {phase})"
     if outcome.returncode < 0:

@@ -646,7 +646,15 @@ class WorkerPool:
         return isolation.Plan(str(workdir), shown, (str(cache),), env, enabled, tuple(h for h in hidden if h != "/"))
 
     def _sandbox_cache(self, key: str) -> Path:
+        """A job's compile caches, kept between its checks. Jobs write them, so one that is larger, deeper or fuller
+        than compile caches are (a job that kept gigabytes there, or a tree longer than PATH_MAX) is discarded
+        before the next job gets it, never walked by root or handed on."""
         path = self.cache_root / "sandbox" / re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+        if path.exists() and not cache_fits(path):
+            aside = self.cache_root / "discarded" / f"{path.name}-{time.time_ns()}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(path, aside)
+            shutil.rmtree(aside, ignore_errors=True)
         for sub in ("triton", "inductor", "nv", "xdg"):
             (path / sub).mkdir(parents=True, exist_ok=True)
         return path
@@ -655,6 +663,39 @@ class WorkerPool:
         path = self.cache_root / "judge-compile"
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path
+
+
+# What a job's kept compile caches may hold: Triton's, Inductor's and CUDA's caches of one candidate or problem
+# are megabytes, a few folders deep.
+CACHE_LIMIT_BYTES = 2 << 30
+CACHE_LIMIT_ENTRIES = 50_000
+CACHE_LIMIT_DEPTH = 16
+
+
+def cache_fits(path: Path) -> bool:
+    """Whether a kept cache is within CACHE_LIMIT_BYTES (blocks on disk), CACHE_LIMIT_ENTRIES and CACHE_LIMIT_DEPTH,
+    walked without following links; any entry that cannot be read makes it unfit."""
+    used, entries, todo = 0, 0, [(str(path), 0)]
+    while todo:
+        folder, depth = todo.pop()
+        try:
+            listing = list(os.scandir(folder))
+        except OSError:
+            return False
+        for entry in listing:
+            entries += 1
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                return False
+            used += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 > CACHE_LIMIT_DEPTH:
+                    return False
+                todo.append((entry.path, depth + 1))
+            if used > CACHE_LIMIT_BYTES or entries > CACHE_LIMIT_ENTRIES:
+                return False
+    return True
 
 
 OWNER_FILE = ".owner"  # the pid of the process whose pool made a job folder root
