@@ -71,7 +71,10 @@ def walk_one(path: Path) -> dict:
     except Exception as error:  # noqa: BLE001 - every way a capture or a decomposition fails is the row's story
         row.update(handled=False, why=f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}")
     else:
-        seeds, notes = alternatives(lowering)
+        try:
+            seeds, notes = alternatives(lowering)
+        except Exception as error:  # noqa: BLE001 - the backend says the same (its rules failed) and keeps the reference
+            seeds, notes = [], [f"the rules failed: {type(error).__name__}: {str(error)[:200]}"]
         if seeds:
             first = seeds[0]
             kinds = [k.kind for k in first.lowered.schedule.kernels()]
