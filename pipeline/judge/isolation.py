@@ -199,6 +199,8 @@ def enter(plan: Plan, prepare=None) -> Report:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if flags & CLONE_NEWNET:
         _loopback_up(report)
+    if flags & CLONE_NEWIPC and root:
+        _bound_ipc(plan.tmp_bytes, report)
     private = False
     if flags & CLONE_NEWNS:
         try:
@@ -272,6 +274,21 @@ def _loopback_up(report: Report) -> None:
             fcntl.ioctl(s, set_flags, struct.pack("16sH14s", b"lo", flags | up, b""))
     except OSError as exc:
         report.missing.append(f"loopback in the network namespace ({exc.strerror})")
+
+
+def _bound_ipc(total_bytes: int, report: Report) -> None:
+    """The job's own IPC namespace holds System V shared memory and message queues that no process's PSS counts
+    while unattached: bounded like its /dev/shm (`total_bytes` of shared memory in all, a few small queues)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    values = {"kernel/shmmax": total_bytes, "kernel/shmall": total_bytes // page, "kernel/shmmni": 64,
+              "kernel/msgmni": 16, "kernel/msgmnb": 65536, "kernel/msgmax": 8192}
+    for name, value in values.items():
+        try:
+            with open(f"/proc/sys/{name}", "w") as f:
+                f.write(str(value))
+        except OSError as exc:
+            report.missing.append(f"IPC limit {name} ({exc.strerror})")
+            return
 
 
 def _map_user(uid: int, gid: int) -> bool:

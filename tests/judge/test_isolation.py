@@ -274,6 +274,28 @@ def test_a_cache_tree_deeper_than_path_max_still_leaves_the_job_without_root(tmp
     assert isolation.is_sandbox_uid(seen["uid"]) and seen["missing"] == [] and seen["cache_mine"], seen
 
 
+@needs_root
+def test_system_v_shared_memory_in_a_job_is_bounded_like_its_dev_shm(tmp_path):
+    """Unattached System V segments are in no process's PSS: the job's own IPC namespace holds at most its /dev/shm's
+    size of them, and the machine's own limits are untouched."""
+    import ctypes
+
+    plan = isolation.Plan(str(tmp_path), tuple(isolation.python_paths(exclude=(str(ROOT),))), (), {"PATH": "/usr/bin:/bin"}, True,
+                          tmp_bytes=64 << 20)
+
+    def try_segments() -> dict:
+        report = isolation.enter(plan)
+        libc = ctypes.CDLL(None, use_errno=True)
+        create = 0o1000 | 0o600  # IPC_CREAT
+        return {"missing": report.missing, "big": libc.shmget(0, ctypes.c_size_t(128 << 20), create),
+                "small": libc.shmget(0, ctypes.c_size_t(16 << 20), create) >= 0}
+
+    host = Path("/proc/sys/kernel/shmmax").read_text()
+    seen = run_in_child(try_segments)
+    assert seen == {"missing": [], "big": -1, "small": True}, seen
+    assert Path("/proc/sys/kernel/shmmax").read_text() == host
+
+
 def test_the_system_call_filter_is_a_valid_program_for_both_architectures():
     """Every jump lands inside the program and it ends in a return (the kernel refuses anything else)."""
     import struct
