@@ -382,7 +382,8 @@ def _mount_plan(plan: Plan) -> list[tuple[str, str, str]]:
     shown = [op[2] for op in ops]
     # e.g. a repository inside /usr, or a home folder inside a bound one: covered, then what is needed bound back
     ops += [("tmpfs", "", path) for path in plan.hidden if any(_within(path, s) and path != s for s in shown)]
-    ops += [("dev", "/dev", "/dev"), ("tmpfs", "", "/dev/shm"), ("proc", "", "/proc")]
+    # /dev/pts covered: the machine's pseudo-terminals are a shared, limited pool (kernel.pty.max) a job has no use for
+    ops += [("dev", "/dev", "/dev"), ("tmpfs", "", "/dev/shm"), ("empty", "", "/dev/pts"), ("proc", "", "/proc")]
     ops.append(("tmpfs", "", "/tmp"))  # private and gone with the job, like /dev/shm
     ops += [("rw", path, path) for path in (plan.workdir, *plan.read_write)]
     return sorted(ops, key=lambda op: op[2].count("/") - (op[2] == "/"))
@@ -392,7 +393,7 @@ def _place(libc: ctypes.CDLL, op: str, source: str, target: str, tmp_bytes: int 
     if op == "symlink":
         os.symlink(source, target)
         return
-    is_dir = op in ("dev", "tmpfs", "proc") or os.path.isdir(source)
+    is_dir = op in ("dev", "tmpfs", "proc", "empty") or os.path.isdir(source)
     if is_dir:
         os.makedirs(target, mode=0o755, exist_ok=True)
     else:
@@ -402,6 +403,8 @@ def _place(libc: ctypes.CDLL, op: str, source: str, target: str, tmp_bytes: int 
     t = target.encode()
     if op == "tmpfs":
         _check(libc.mount(b"tmpfs", t, b"tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_bytes}".encode()), f"tmpfs on {target}")
+    elif op == "empty":  # an empty, read-only folder over what is there
+        _check(libc.mount(b"tmpfs", t, b"tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, b"mode=755,size=4096"), f"an empty {target}")
     elif op == "proc":
         _check(libc.mount(b"proc", t, b"proc", MS_NOSUID | MS_NODEV, None), "a fresh /proc")
     else:  # read-only folders with what is mounted inside them; a writable one alone (the new root lies in one)
@@ -499,10 +502,11 @@ SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 AF_VSOCK = 40
 _X32_BIT = 0x40000000
-# Per architecture: (AUDIT_ARCH, seccomp, clone, clone3, unshare, socket, io_uring_setup, bpf, userfaultfd).
+# Per architecture: (AUDIT_ARCH, seccomp, clone, clone3, unshare, socket, io_uring_setup, bpf, userfaultfd,
+# keyctl, add_key, request_key).
 _SYSCALLS = {
-    "x86_64": (0xC000003E, 317, 56, 435, 272, 41, 425, 321, 323),
-    "aarch64": (0xC00000B7, 277, 220, 435, 97, 198, 425, 280, 282),
+    "x86_64": (0xC000003E, 317, 56, 435, 272, 41, 425, 321, 323, 250, 248, 249),
+    "aarch64": (0xC00000B7, 277, 220, 435, 97, 198, 425, 280, 282, 219, 217, 218),
 }
 
 
@@ -510,7 +514,8 @@ def seccomp_program(machine: str) -> bytes | None:
     """The classic-BPF filter a job runs under on `machine` (None where egg has no numbers for it). Refused with
     EPERM: a new user namespace (unshare or clone with CLONE_NEWUSER: in it the job would be root again, a large
     kernel surface), an AF_VSOCK socket (the one socket family a network namespace does not cut off: it reaches the
-    host and its virtual machines), io_uring, bpf and userfaultfd (kernel surface no kernel of a job needs).
+    host and its virtual machines), io_uring, bpf and userfaultfd (kernel surface no kernel of a job needs), and
+    the kernel's keyrings (a job would otherwise share the session keyring of the process that started it).
     clone3 answers ENOSYS, as container runtimes do, so the C library falls back to clone, whose flags the filter
     can read. x32 system calls (another way to name the same calls) and other architectures are refused."""
     import errno
@@ -519,7 +524,7 @@ def seccomp_program(machine: str) -> bytes | None:
     numbers = _SYSCALLS.get(machine)
     if numbers is None:
         return None
-    arch, _, clone, clone3, unshare, socket_nr, io_uring, bpf, userfaultfd = numbers
+    arch, _, clone, clone3, unshare, socket_nr, io_uring, bpf, userfaultfd, keyctl, add_key, request_key = numbers
     ld_w, ja, jeq, jset, jge, ret = 0x20, 0x05, 0x15, 0x45, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JA, |JEQ|K, |JSET|K, |JGE|K, BPF_RET|K
     allow, eperm, enosys = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.EPERM, SECCOMP_RET_ERRNO | errno.ENOSYS
     arg0 = 16  # offsetof(struct seccomp_data, args[0]): its low 32 bits, little-endian
@@ -529,10 +534,11 @@ def seccomp_program(machine: str) -> bytes | None:
         (jge, 0, 1, _X32_BIT), (ret, 0, 0, eperm),  # x32 (x86_64's second numbering)
         (jeq, 0, 1, clone3), (ret, 0, 0, enosys),
         (jeq, 2, 0, unshare), (jeq, 1, 0, clone), (ja, 0, 0, 3),  # unshare or clone: read their flags
-        (ld_w, 0, 0, arg0), (jset, 0, 9, CLONE_NEWUSER), (ret, 0, 0, eperm),
+        (ld_w, 0, 0, arg0), (jset, 0, 12, CLONE_NEWUSER), (ret, 0, 0, eperm),
         (jeq, 0, 3, socket_nr),
-        (ld_w, 0, 0, arg0), (jeq, 0, 5, AF_VSOCK), (ret, 0, 0, eperm),
-        (jeq, 2, 0, io_uring), (jeq, 1, 0, bpf), (jeq, 0, 1, userfaultfd), (ret, 0, 0, eperm),
+        (ld_w, 0, 0, arg0), (jeq, 0, 8, AF_VSOCK), (ret, 0, 0, eperm),
+        (jeq, 5, 0, io_uring), (jeq, 4, 0, bpf), (jeq, 3, 0, userfaultfd), (jeq, 2, 0, keyctl), (jeq, 1, 0, add_key),
+        (jeq, 0, 1, request_key), (ret, 0, 0, eperm),
         (ret, 0, 0, allow),
     ]
     return b"".join(struct.pack("HBBI", *op) for op in program)

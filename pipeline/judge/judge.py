@@ -181,7 +181,7 @@ class Judge:
         ahead = max(2, REFERENCE_AHEAD_BYTES[self.compare_device] // per_set)
         spec = {"kind": "reference", "mode": "outputs", "problem_path": problem.path, "options": _worker_options(self.options),
                 "sets": draw.reference_sets(), "checked": len(draw.checked), "ahead": ahead}
-        handlers = Handlers(outputs=comparer.reference_outputs)
+        handlers = Handlers(check=comparer.check_reference, outputs=comparer.reference_outputs)
         job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
                               run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
                               cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers)
@@ -367,6 +367,17 @@ class Comparer:
             if given > limit:
                 return f"call {call} handed over {given} bytes of outputs, more than the reference's {limit}"
         return ""
+
+    def check_reference(self, call: str, specs: list[tuple[torch.dtype, tuple[int, ...]]]) -> str:
+        """Why the reference's worker may not hand over these outputs: more bytes than its own first run recorded
+        for that set (a problem's code could claim a size the judge would then allocate)."""
+        if self.structure is None:
+            return ""
+        first = self.structure.get(self.draw.trials[0]["name"], {}) if self.draw else {}
+        expected = self.structure.get(call, first).get("tensors", [])
+        limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
+        given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
+        return f"the reference's {call} handed over {given} bytes of outputs, more than its recorded {limit}" if given > limit else ""
 
     def candidate_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
         with self._lock:

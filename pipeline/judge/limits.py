@@ -130,18 +130,20 @@ def _memfd_bytes(pid: int) -> dict[tuple[int, int], int]:
 
 def folder_bytes(folder: str, skip: frozenset[str] = frozenset({".root"}), most: int = 20_000) -> int:
     """Bytes of the regular files under `folder` (a job folder on /dev/shm is the machine's memory too), at most
-    `most` entries looked at; `skip`: the folder names not to enter (a job's new root holds the system's mounts)."""
+    `most` entries looked at; `skip`: the folders directly in `folder` not to enter (a job's new root holds the
+    system's mounts; a folder of that name deeper down is the job's own and counts)."""
     total, seen, todo = 0, 0, [folder]
     while todo and seen < most:
+        current = todo.pop()
         try:
-            entries = list(os.scandir(todo.pop()))
+            entries = list(os.scandir(current))
         except OSError:
             continue
         for entry in entries:
             seen += 1
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in skip:
+                    if not (current == folder and entry.name in skip):
                         todo.append(entry.path)
                 elif entry.is_file(follow_symlinks=False):
                     total += entry.stat(follow_symlinks=False).st_size

@@ -337,11 +337,14 @@ class Job:
 
     def _materialize(self, call: str, message: dict, specs: list, fds: list[int]) -> list:
         from pipeline.judge import devicemem
-        from pipeline.judge.tensorfile import OutputError, read_file, read_region
+        from pipeline.judge.tensorfile import OutputError, nbytes, read_file, read_region
 
         if self.pool.device != "cuda" or not specs or all(offset is None for _, _, offset in specs):
             if fds:
                 raise OutputError("descriptors came with outputs sent as files")
+            claimed = sum(nbytes(dtype, shape) for dtype, shape, _ in specs)
+            if self.memory_bytes and claimed > self.memory_bytes:  # read into this process: a sparse file costs the job nothing
+                raise OutputError(f"call {call} claimed {claimed} bytes of outputs, more than the job's memory limit of {self.memory_bytes}")
             return [read_file(self.workdir, call, i, dtype, shape) for i, (dtype, shape, _) in enumerate(specs)]
         size = message.get("size")
         if len(fds) != 1 or not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_REGION_BYTES:
@@ -673,8 +676,8 @@ CACHE_LIMIT_DEPTH = 16
 
 
 def cache_fits(path: Path) -> bool:
-    """Whether a kept cache is within CACHE_LIMIT_BYTES (blocks on disk), CACHE_LIMIT_ENTRIES and CACHE_LIMIT_DEPTH,
-    walked without following links; any entry that cannot be read makes it unfit."""
+    """Whether a kept cache is within CACHE_LIMIT_BYTES (blocks on disk), CACHE_LIMIT_ENTRIES and CACHE_LIMIT_DEPTH
+    and holds no link, walked without following any; an entry that cannot be read makes it unfit."""
     used, entries, todo = 0, 0, [(str(path), 0)]
     while todo:
         folder, depth = todo.pop()
@@ -689,6 +692,8 @@ def cache_fits(path: Path) -> bool:
             except OSError:
                 return False
             used += info.st_blocks * 512
+            if stat.S_ISLNK(info.st_mode):  # compile caches hold no links: one planted there points root somewhere
+                return False
             if entry.is_dir(follow_symlinks=False):
                 if depth + 1 > CACHE_LIMIT_DEPTH:
                     return False

@@ -215,6 +215,13 @@ def try_the_kernel_surface(plan: isolation.Plan) -> dict:
     except OSError as exc:
         seen["vsock"] = exc.strerror
     seen["writable_below_sys"] = [m for m in isolation.mount_points() if m.startswith("/sys/") and not os.statvfs(m).f_flag & os.ST_RDONLY]
+    keyctl = {"x86_64": 250, "aarch64": 219}[os.uname().machine]
+    seen["keyring"] = "allowed" if libc.syscall(keyctl, 0, -3, 0) >= 0 else os.strerror(ctypes.get_errno())  # the session keyring's id
+    try:
+        os.close(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+        seen["pty"] = "opened"
+    except OSError as exc:
+        seen["pty"] = type(exc).__name__
     ran = []
     thread = threading.Thread(target=lambda: ran.append("thread"))
     thread.start()
@@ -244,6 +251,7 @@ def test_two_jobs_at_once_run_as_two_users_and_reach_no_more_of_the_kernel_than_
         assert seen["report"]["missing"] == [] and "seccomp=yes" in seen["report"]["isolation"], seen
         assert isolation.is_sandbox_uid(seen["uid"]), seen
         assert seen["unshare_user"] == "Operation not permitted" and seen["vsock"] == "Operation not permitted", seen
+        assert seen["keyring"] == "Operation not permitted" and seen["pty"] != "opened", seen
         assert seen["writable_below_sys"] == [], seen
         assert seen["ran"] == ["thread", "shell"], seen
     assert first["uid"] != second["uid"]

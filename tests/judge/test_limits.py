@@ -113,3 +113,14 @@ def test_the_reference_keeps_at_most_two_sets_ahead_of_the_candidate_and_never_d
         result = judge.evaluate(problem(SOFTMAX), candidate(name))
     assert result.status is status, result.reason
     assert result.duration_s < 25
+
+
+def test_a_folder_named_like_the_jobs_root_deeper_down_still_counts(tmp_path):
+    """The seventh red team's second pass hid 3 GiB under a/.root in a job folder on /dev/shm: only the job's own
+    new root (the .root directly in its folder) is skipped."""
+    (tmp_path / ".root").mkdir()
+    (tmp_path / ".root" / "system").write_bytes(b"\0" * 1000)
+    (tmp_path / "a" / ".root").mkdir(parents=True)
+    (tmp_path / "a" / ".root" / "hidden").write_bytes(b"\0" * 5000)
+    (tmp_path / "plain").write_bytes(b"\0" * 300)
+    assert limits.folder_bytes(str(tmp_path)) == 5300

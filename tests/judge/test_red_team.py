@@ -61,7 +61,7 @@ CHEATS = [
     ("rt_getattr_as_value.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
     ("rt_loader_get_data.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
     ("rt_subclasses_walk.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
-    ("rt_pty_spawn.py", SOFTMAX, "banned_import", Status.OK, "passed every check"),  # its shell runs in the sandbox
+    ("rt_pty_spawn.py", SOFTMAX, "banned_import", Status.COMPILE_ERROR, "ModelNew(*get_init_inputs()) failed: OSError: out of pty devices"),  # no pseudo-terminal in the sandbox
     ("rt_posixsubprocess.py", SOFTMAX, "banned_import", Status.OK, "passed every check"),
     ("rt_torch_library.py", SOFTMAX, "monkey_patch", Status.OK, "passed every check"),
 ]
