@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.bench.problems import discover, parse_levels  # noqa: E402
 from pipeline.expert.lowering import Lowering  # noqa: E402
 from pipeline.expert.seeds import alternatives  # noqa: E402
+from pipeline.judge.audit import audit_source  # noqa: E402
 
 # (category, pattern over the problem's name), first match wins: the order puts the specific before the general.
 CATEGORIES = (
@@ -63,6 +64,18 @@ def rules_of(source: str) -> list[str]:
         return []
 
 
+def audit_findings(seeds, lowering) -> list[str]:
+    """What the judge's static audit says of each seed's source (empty: every seed clean), given the dtypes of the
+    reference's outputs as the judge gives them."""
+    ids = lambda o: [o] if isinstance(o, int) else [i for x in o for i in ids(x)]  # noqa: E731
+    dtypes = frozenset(lowering.graph.node(i).dtype for i in ids(lowering.graph.outputs))
+    found = []
+    for seed in seeds:
+        for finding in audit_source(seed.lowered.source, reference_dtypes=dtypes):
+            found.append(f"{seed.paradigm.name}: {finding.rule}: {finding.message} (line {finding.line})")
+    return found
+
+
 def walk_one(path: Path) -> dict:
     started = time.perf_counter()
     row: dict = {}
@@ -79,7 +92,8 @@ def walk_one(path: Path) -> dict:
             first = seeds[0]
             kinds = [k.kind for k in first.lowered.schedule.kernels()]
             row.update(handled=True, paradigm=first.paradigm.name, rules=rules_of(first.lowered.source),
-                       kernels=kinds, kept_in_torch=sorted(first.lowered.kept_ops), seeds=len(seeds))
+                       kernels=kinds, kept_in_torch=sorted(first.lowered.kept_ops), seeds=len(seeds),
+                       audit=audit_findings(seeds, lowering))
         else:
             library = sorted({n.fn for n in lowering.graph.nodes if n.op == "library"})
             why = f"no rule lowers {', '.join(library)} (kept as library calls)" if library else "; ".join(notes)[:500] or "no seed"

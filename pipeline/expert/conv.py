@@ -3,7 +3,7 @@
 The convolution is a GEMM whose rows are output pixels (n, oh, ow), whose columns are output channels, and whose
 reduction runs over (input channel, kh, kw). The input patch is gathered by address arithmetic as each K block is
 loaded (no im2col buffer is ever written), zero padding is a load mask, and the weight [Co, Ci, KH, KW] is read as
-the B operand in place. The accumulator is fp32; fp32 inputs use tf32x3 or ieee like the GEMM template; the
+the B operand in place. The accumulator is fp32; fp32 inputs use the planned scheme like the GEMM template; the
 epilogue (bias, activation, residual) runs in registers and the NCHW output is written once.
 """
 
@@ -13,6 +13,7 @@ from pipeline.expert.fusion import Kernel
 from pipeline.expert.indexing import IndexVar, linear_index
 from pipeline.expert.ir import Graph
 from pipeline.expert.options import Options
+from pipeline.expert.precision import scheme_for, why
 from pipeline.expert.rowkernel import Emitted, dtype_size, next_pow2, wide_offsets
 from pipeline.expert.values import Scope, ValueWriter
 
@@ -29,6 +30,7 @@ class ConvKernel:
         self.m = batch * self.oh * self.ow
         self.kdim = self.cin * self.kh * self.kw
         self.dtype = self.x.dtype
+        self.precision = scheme_for(options.precision, self.dtype, self.kdim, self.m * self.cout)
         half = self.dtype in ("float16", "bfloat16")
         self.bm = max(16, min(128, next_pow2(self.m)))
         self.bn = max(16, min(128, next_pow2(self.cout)))
@@ -41,7 +43,7 @@ class ConvKernel:
         self.values = ValueWriter(graph, self.conv.shape, variables, set(kernel.nodes), names, {self.conv.id: "acc"})
 
     def _precision(self) -> str:
-        return f', input_precision="{self.options.precision}"' if self.dtype == "float32" else ""
+        return f', input_precision="{self.precision}"' if self.dtype == "float32" else ""
 
     def emit(self) -> Emitted:
         (sh, sw), (ph, pw), (dh, dw) = self.conv.attr("stride"), self.conv.attr("padding"), self.conv.attr("dilation")
@@ -118,7 +120,7 @@ class ConvKernel:
     def summary(self) -> str:
         fused = f", {len(self.k.nodes)} epilogue op{'s' if len(self.k.nodes) > 1 else ''} fused" if self.k.nodes else ""
         return (f"Triton implicit-GEMM conv2d {list(self.x.shape)} * {list(self.w.shape)} -> {list(self.conv.shape)}{fused}"
-                + (f", fp32 through tl.dot input_precision={self.options.precision}." if self.dtype == "float32" else "."))
+                + (f", fp32 through tl.dot input_precision={why(self.precision, self.kdim, self.m * self.cout)}." if self.dtype == "float32" else "."))
 
     def _bytes(self) -> int:
         moved = sum(self.graph.node(i).numel * dtype_size(self.graph.node(i).dtype) for i in (*self.k.loads, *self.k.outputs))

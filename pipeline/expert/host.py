@@ -4,9 +4,11 @@ convolution), and the problem's own `__init__`, so the candidate builds the same
 from __future__ import annotations
 
 import ast
+import io
 import math
 import re
 import textwrap
+import tokenize
 from typing import Any
 
 from pipeline.expert.graph import Device, DType, Named, Slice
@@ -100,7 +102,11 @@ def conv_source(node: Node, names: dict[int, str]) -> str:
 
 
 def model_parts(problem_source: str) -> tuple[str, list[str], list[str]]:
-    """(Model.__init__'s source, forward's argument names, the module-level statements a candidate keeps)."""
+    """(Model's class body without forward, forward's argument names, the module-level statements a candidate keeps).
+
+    The body keeps everything the problem's Model has but its forward: class attributes (`expansion = 1`), other
+    methods (`_make_layer`), properties and `__init__`, so ModelNew builds the same parameters and exposes the same
+    names. `Model` inside it becomes `ModelNew` (`super(Model, self)`, `Model.expansion`)."""
     tree = ast.parse(problem_source)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:
@@ -108,13 +114,40 @@ def model_parts(problem_source: str) -> tuple[str, list[str], list[str]]:
     methods = {n.name: n for n in model.body if isinstance(n, ast.FunctionDef)}
     if "forward" not in methods:
         raise SourceError("Model has no forward method")
-    init = ast.get_source_segment(problem_source, methods["__init__"], padded=True) if "__init__" in methods else \
-        "def __init__(self):\n    super().__init__()"
-    init = textwrap.indent(textwrap.dedent(re.sub(r"super\(\s*Model\s*,\s*self\s*\)", "super()", init)), "    ")
     forward = methods["forward"]
     if forward.args.vararg or forward.args.kwonlyargs or forward.args.kwarg:
         raise SourceError("Model.forward takes *args, keyword-only arguments or **kwargs")
     args = [a.arg for a in forward.args.args[1:]]
+    return _class_body(problem_source, model), args, _kept(problem_source, tree)
+
+
+def _class_body(problem_source: str, model: ast.ClassDef) -> str:
+    lines = problem_source.splitlines()
+    parts = []
+    for node in model.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "forward":
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node is model.body[0]:
+            continue  # the class docstring
+        first = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])
+        parts.append(textwrap.dedent("\n".join(lines[first - 1:node.end_lineno])))
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in model.body):
+        parts.insert(0, "def __init__(self):\n    super().__init__()")
+    return textwrap.indent(_renamed("\n\n".join(parts), "Model", "ModelNew"), "    ")
+
+
+def _renamed(source: str, old: str, new: str) -> str:
+    """`source` with every name token `old` (not inside strings or comments) written as `new`."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    edits = [(t.start, t.end) for t in tokens if t.type == tokenize.NAME and t.string == old]
+    lines = source.splitlines(keepends=True)
+    for (row, start), (_, end) in reversed(edits):
+        line = lines[row - 1]
+        lines[row - 1] = line[:start] + new + line[end:]
+    return "".join(lines)
+
+
+def _kept(problem_source: str, tree: ast.Module) -> list[str]:
     kept = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
@@ -126,4 +159,4 @@ def model_parts(problem_source: str) -> tuple[str, list[str], list[str]]:
         if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant):
             continue  # the module docstring
         kept.append(ast.get_source_segment(problem_source, node))
-    return init, args, kept
+    return kept

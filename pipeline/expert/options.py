@@ -13,7 +13,8 @@ class Options:
     paradigm: str = "fused_triton"  # the seed's name (pipeline.expert.seeds)
     gemm: str = "triton"  # triton: a Triton GEMM with the epilogue fused; library: torch.matmul + a Triton epilogue
     conv: str = "triton"  # triton: an implicit-GEMM Triton convolution; library: torch's convolution
-    precision: str = "tf32x3"  # tl.dot on fp32: tf32x3 (three TF32 passes, fp32-level error) or ieee (exact fp32 FMA)
+    precision: str = "planned"  # tl.dot on fp32: planned (pipeline.expert.precision: the error model's choice for the
+    # tolerance), or a scheme as given: ieee (exact fp32 FMA), tf32x3 (three TF32 passes), tf32
     reduction: str = "auto"  # auto: rows held in registers when they fit, else looped; looped: always looped
     split: bool = False  # long reductions over too few rows to fill the GPU: partials by many programs, then a combine
     algebra: bool = False  # exact algebraic rewrites (pipeline.expert.algebra)

@@ -21,8 +21,8 @@ class Paradigm:
 
 
 PARADIGMS = (
-    Paradigm("fused_triton", "every GEMM and convolution as a Triton kernel with its epilogue fused (fp32 through "
-             "tf32x3 tensor-core passes), every reduction fused with the pointwise work around it, rows held in "
+    Paradigm("fused_triton", "every GEMM and convolution as a Triton kernel with its epilogue fused (fp32 dots in "
+             "the scheme the error model plans for the tolerance: exact at 1e-4), every reduction fused with the pointwise work around it, rows held in "
              "registers where they fit, long reductions over few rows split into partials and a combine",
              Options(paradigm="fused_triton", split=True)),
     Paradigm("library_core", "GEMMs and convolutions kept in cuBLAS/cuDNN (exact fp32), everything around them fused "

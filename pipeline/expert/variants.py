@@ -124,9 +124,10 @@ def _tile(bigger: bool) -> Callable[[Options, Facts], Options | None]:
         if not f.gemms:
             return None
         from pipeline.expert.gemm import SHARED_LIMIT_BYTES, default_tile, shared_bytes, tile_ladder
+        from pipeline.expert.precision import scheme_for
 
         m, n, k, dtype = max(f.gemms, key=lambda g: g[0] * g[1] * g[2])
-        ladder = tile_ladder(dtype)
+        ladder = tile_ladder(dtype, scheme_for(options.precision, dtype, k, m * n))
         bm, bn, bk, _, stages = default_tile(m, n, k, dtype, options.precision)
         current = options.gemm_tile or (bm, bn, bk)
         size = current[0] * current[1] * current[2]

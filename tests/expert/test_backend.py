@@ -217,8 +217,12 @@ def test_shared_memory_overflow_is_repaired_with_smaller_tiles():
 
 
 def test_a_tensor_core_mismatch_is_repaired_with_exact_fp32_and_the_repair_passes(tmp_path):
+    from pipeline.expert.lowering import Lowering
+    from pipeline.expert.options import Options
+
     path = tiny("7_Linear_Residual_Tanh")
-    kernel = seed(path).kernel
+    kernel = Lowering.of(source(path)).lower(Options(precision="tf32x3")).source  # a reviewer asked for TF32x3
+    assert 'input_precision="tf32x3"' in kernel
     reply = BACKEND.repair(kernel, verdict(Status.MISMATCH, "correctness: 10 of 512 elements outside atol=rtol=1e-4", path=path), source(path))
     assert reply.cause.startswith("rule exact_fp32_dot:") and 'input_precision="ieee"' in reply.kernel and "tf32x3" not in reply.kernel
     with Judge(CPU) as judge:

@@ -28,7 +28,7 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("losses", fixture("zoo_losses"), Options(), "row_reduction", "tl.where"),
     ("reductions", fixture("zoo_reductions"), Options(), "row_reduction", "tl.argmin"),
     ("norms", fixture("zoo_norms"), Options(), "row_reduction", "tl.rsqrt"),
-    ("triton_gemm_tf32x3", tiny("7_Linear_Residual_Tanh"), Options(), "triton_gemm_epilogue", 'input_precision="tf32x3"'),
+    ("triton_gemm_tf32x3", tiny("7_Linear_Residual_Tanh"), Options(precision="tf32x3"), "triton_gemm_epilogue", 'input_precision="tf32x3"'),
     ("triton_gemm_ieee", tiny("1_Linear_GELU_Scale"), Options(precision="ieee"), "triton_gemm_epilogue", 'input_precision="ieee"'),
     ("half_results_rounded", fixture("half_linear_silu"), Options(), "triton_gemm_epilogue", ").to(tl.float16).to(tl.float32)"),
     ("triton_bmm_strided", tiny("8_BMM_Scale_Softmax"), Options(), "triton_gemm_epilogue", "bidx"),
@@ -118,3 +118,22 @@ def test_a_streamed_softmax_reads_its_rows_twice_not_three_times(problem):
     kernel = source[start:source.index("\ndef ", start + len("@triton.jit\ndef "))]
     assert kernel.count("for r0 in range(0, RNUMEL, RBLOCK)") == 2, kernel
 
+
+
+def test_a_seed_keeps_what_the_model_has_beyond_forward(judge, tmp_path):
+    """Class attributes, helper methods, properties, buffers and module-level names of the problem's Model are the
+    candidate's too (a ResNet block's `expansion`, its `_make_layer`), and `Model` inside the class is `ModelNew`."""
+    problem = fixture("class_attributes")
+    lowered = Lowering.of(problem.read_text()).lower(Options())
+    source = lowered.source
+    for text in ("expansion = 1", 'kind: str = "residual"', "def _make_block(", "@property", "super(ModelNew, self)",
+                 "ModelNew.expansion", "HIDDEN_SCALE = 2", "class Block("):
+        assert text in source, text
+    assert "super(Model," not in source and "Model.expansion" not in source.replace("ModelNew.expansion", "")
+    result = judge_source(judge, problem, source, tmp_path, "class_attributes")
+    assert result.status is Status.OK, verdict_text(result)
+    namespace: dict = {}
+    exec(compile(source, str(tmp_path / "class_attributes.py"), "exec"), namespace)  # a repository fixture: trusted
+    built = namespace["ModelNew"](16)
+    assert (built.expansion, built.kind, built.out_features, built.width) == (1, "residual", 32, 32)
+    assert built.shift.shape == (32,) and isinstance(built.block, namespace["Block"])
