@@ -99,17 +99,19 @@ class Optimizer:
 
     def __init__(self, problem: Problem, judge: Evaluator, backend: Backend, store: Store, session_id: str, work_dir: Path,
                  gates: Gates, budget: Budget = Budget(), on_event: EventSink = lambda message, kind="info", **data: None,
-                 profiler: Profiler | None = None, ledger: Ledger | None = None) -> None:
+                 profiler: Profiler | None = None, ledger: Ledger | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.problem, self.judge, self.backend, self.store, self.session_id = problem, judge, backend, store, session_id
         self.work_dir, self.gates, self.budget, self.on_event, self.profiler = work_dir, gates, budget, on_event, profiler
         self.ledger = ledger or Ledger()
         self.problem_source = read_source(problem.path)
         self.progress = Progress()
-        self.started = time.monotonic()
+        self.clock = clock  # wall seconds (a test's clock where the judge is scripted)
+        self.started = clock()
         self._baselines_said = False
         self._plans_seen: dict[str, dict[str, Diagnosis | None]] = {}  # per stage: each (plan, kernel) given, and what was followed
         self.first_check_s: float | None = None  # the wall time of this run's first judged check (reference included)
         self.last_check_s: float | None = None
+        self.next_check_s: float | None = None  # the next check's expected time: the last one's, less the reference it computed
         self._feedback: dict[str, list[str]] = {}  # stage -> what reviewers said when rejecting verdicts there
         self._feedback_from: dict[tuple[str, str], str] = {}  # (stage, verdict feedback) -> the gate it was given at
         self.plan_edit: tuple[str, str, str] | None = None  # the last plan's edit, when the reviewer edited it: (gate key, what, text)
@@ -289,7 +291,7 @@ class Optimizer:
         answering += list(answers)
         rejected: str | None = None  # the last proposal the reviewer rejected here: what the next one answers
         for attempt in range(MAX_REJECTIONS + 1):
-            self._check_budget()
+            self._check_budget(next_check=True)  # a kernel that could not be judged in time is not asked for
             first_call = len(self.ledger.records)
             reply = ask("\n".join(feedback))
             self._store_new_calls()
@@ -436,9 +438,10 @@ class Optimizer:
         else:
             self._check_wall(next_check=True)
             self.on_event(f"  judging candidate {cid} ({origin})", "judging", candidate_id=cid)
-            t0 = time.monotonic()
+            t0 = self.clock()
             result = self.judge.evaluate(self.problem, load_candidate(path))
-            self.last_check_s = time.monotonic() - t0
+            self.last_check_s = self.clock() - t0
+            self.next_check_s = _without_reference(self.last_check_s, result)
             if self.first_check_s is None:
                 self.first_check_s = self.last_check_s
             self.store.save_verdict(self.problem.fingerprint, source_fp, self.options_key, result.status.value, to_jsonable(result))
@@ -538,7 +541,7 @@ class Optimizer:
         if self.profiler is None or result is None:
             return Measurements(result, None, "" if self.profiler else "no profiler in this run")
         source_fp = fingerprint_text(self.progress.best_source)
-        environment_fp = hashlib.sha256(json.dumps(result.environment, sort_keys=True).encode()).hexdigest()[:16]
+        environment_fp = environment_key(result.environment)
         kept = self.store.profile(self.problem.fingerprint, source_fp, environment_fp)
         if kept is not None:
             return Measurements(result, from_jsonable(ProfileReport, kept))
@@ -587,7 +590,7 @@ class Optimizer:
             self.store.add_call(self.session_id, record.model_dump(mode="json"))
         self._calls_seen = len(records)
 
-    def _check_budget(self) -> None:
+    def _check_budget(self, next_check: bool = False) -> None:
         self.gates.checkpoint()
         b = self.budget
         calls = self.ledger.records  # the session's own ledger
@@ -596,11 +599,13 @@ class Optimizer:
         cost = sum(r.cost_usd or 0.0 for r in calls)
         if b.max_cost_usd is not None and cost >= b.max_cost_usd:
             raise BudgetExhausted(f"${cost:.4f} spent (limit ${b.max_cost_usd})")
-        self._check_wall()
+        self._check_wall(next_check)
 
-    # The budget in wall seconds bounds the whole run: a judged check is not started when, with the last check's
-    # time and the time kept for the winner's re-verification (the first check's: a reference computed afresh
-    # and a candidate, as the held-out seed needs), it would end past the budget.
+    # The budget in wall seconds bounds the whole run: a judged check is not started when, with the next check's
+    # expected time and the time kept for the winner's re-verification (the first check's: a reference computed
+    # afresh and a candidate, as the held-out seed needs), it would end past the budget. The next check finds the
+    # reference its predecessor computed in the judge's cache: a repair of the first seed costs a candidate's
+    # check, not a second reference, so it fits where the first check's whole time would not.
     def reverify_estimate_s(self) -> float:
         return REVERIFY_MARGIN * self.first_check_s if self.first_check_s is not None else 0.0
 
@@ -608,8 +613,8 @@ class Optimizer:
         b = self.budget
         if b.max_wall_s is None:
             return
-        spent, kept = time.monotonic() - self.started, self.reverify_estimate_s()
-        upcoming = (self.last_check_s or 0.0) if next_check else 0.0
+        spent, kept = self.clock() - self.started, self.reverify_estimate_s()
+        upcoming = (self.next_check_s or 0.0) if next_check else 0.0
         if spent + kept + upcoming >= b.max_wall_s:
             held = f" ({kept:.0f} s of it kept for the winner's re-verification)" if kept >= 1 else ""
             raise BudgetExhausted(f"{b.max_wall_s:g} s of wall time{held}")
@@ -626,6 +631,20 @@ class Optimizer:
     def _decide(self, stage: str, summary: str) -> None:
         p = self.progress
         p.decisions.append(Decision(stage, summary, p.best_id, p.best_ms))
+
+
+def environment_key(environment: dict[str, Any]) -> str:
+    """The key a profile is kept under beside its kernel's source: the environment of the verdict it was taken for."""
+    return hashlib.sha256(json.dumps(environment, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _without_reference(check_s: float, result: EvalResult) -> float:
+    """A check's time less the reference's facts it computed (its structure, baselines, footprint), which the judge
+    keeps for the next check; the reference's outputs for each check's new inputs stay in the estimate."""
+    if result.reference_source != "computed":
+        return check_s
+    reference_s = (result.judge_phase_s or {}).get("reference_facts", 0.0)
+    return max(check_s - reference_s, 0.0)
 
 
 def unified_diff(before: str, after: str, before_name: str) -> str:

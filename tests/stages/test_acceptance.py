@@ -31,14 +31,14 @@ class TimedJudge:
                           speedups={"eager": EAGER_MS / ms}, physical_floor_ms=0.95)
 
 
-def auto_optimizer(tmp_path: Path, judge, client, budget: Budget) -> Optimizer:
+def auto_optimizer(tmp_path: Path, judge, client, budget: Budget, **optional) -> Optimizer:
     """An Optimizer on a scripted model, in a session of review mode auto (no gate waits)."""
     store = Store(tmp_path / "egg.sqlite")
     problem = load_problem(SOFTMAX)
     store.create_session("r1", problem_path=problem.path, problem_name=problem.name, problem_fp=problem.fingerprint,
                          problem_source="", backend={"kind": "script"}, review="auto", device="cuda", settings={})
     return Optimizer(problem, judge, ModelBackend(client, "scripted"), store, "r1", tmp_path, StoreGates(store, "r1", "auto"), budget,
-                     ledger=client.ledger)
+                     ledger=client.ledger, **optional)
 
 
 def kernel(ms: float) -> str:
