@@ -22,7 +22,7 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
              "vs eager": r.get("speedup_eager"), "vs compile": r.get("speedup_compile"), "best.py": "reference" if r.get("keeps_reference", True) else "kernel",
              "kernel ms": r.get("kernel_ms"), "eager ms": r.get("eager_ms"), "compile ms": r.get("compile_ms"), "wall s": r.get("wall_s"),
              "session": f"./session?id={r['session_id']}" if r.get("session_id") else None,
-             "what happened": shorten(r.get("story") or r.get("headline") or "", 200, placeholder=' ...')} for r in rows]
+             "what happened": shorten(" · ".join(t for t in (r.get("versus_compile"), r.get("story") or r.get("headline")) if t), 300, placeholder=' ...')} for r in rows]
 
 
 def render_table(rows: Sequence[dict[str, Any]], key: str) -> None:

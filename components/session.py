@@ -58,6 +58,15 @@ def render_stage_progress(states: list[StageState]) -> None:
         column.caption(s.objective)
 
 
+def render_outcome(outcome: dict) -> None:
+    """A finished session's outcome: its headline (a warning where best.py is the reference), then, where best.py is
+    a kernel slower than torch.compile, that and the profiler's reason (pipeline.report.compile_gap's words)."""
+    if outcome.get("headline"):
+        (st.warning if outcome.get("keeps_reference") or outcome.get("best_is_reference") else st.success)(outcome["headline"])
+    if outcome.get("versus_compile"):
+        st.warning(outcome["versus_compile"], icon=":material/speed:")
+
+
 def render_timeline(events: list[EventRecord], limit: int = 60) -> None:
     shown = events[-limit:]
     if len(events) > limit:

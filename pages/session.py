@@ -9,7 +9,7 @@ import streamlit as st
 
 from components.gate import Allowed, decision_controls, render_gate_body
 from components.plan import validate_plan
-from components.session import render_stage_progress, render_timeline, stage_states
+from components.session import render_outcome, render_stage_progress, render_timeline, stage_states
 from components.style import apply as apply_style
 from pages._context import gate_context, session_from_url, store
 from pipeline import api
@@ -88,8 +88,7 @@ def render_header(record: SessionRecord, alive: bool) -> None:
                f" · backend {record.backend.get('describe', record.backend.get('kind'))} · review {record.review} · device {record.device}")
     if record.error:
         st.error(record.error)
-    if record.outcome.get("headline"):
-        (st.warning if record.outcome.get("keeps_reference") or record.outcome.get("best_is_reference") else st.success)(record.outcome["headline"])
+    render_outcome(record.outcome)
     buttons = st.columns(4)
     if record.resumable and not alive:
         buttons[0].button("Retry" if record.status == "failed" else "Resume", key="session_resume", on_click=lambda: api.resume(store(), record.id),

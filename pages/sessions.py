@@ -85,6 +85,8 @@ def render_compare(sessions: list[SessionRecord]) -> None:
         with column:
             st.markdown(f"**{record.problem_name}** · {record.id} · {record.status}" + (f" · branch of {record.parent_id}" if record.parent_id else ""))
             st.write(record.outcome.get("headline", "no outcome yet"))
+            if record.outcome.get("versus_compile"):
+                st.warning(record.outcome["versus_compile"])
             candidates = api.candidate_rows(handle, session_id)
             metrics = st.columns(3)
             metrics[0].metric("judged", sum(c.status is not None for c in candidates))

@@ -244,7 +244,13 @@ def optimize(
         outcome = api.optimize(problem, out, choice, options, budget, resume=resume, on_event=lambda m: err.print(m, markup=False, highlight=False), profile_mode=profile_mode)
     except (ConfigError, api.ApiError, ScriptError, ProblemError) as exc:
         fail(str(exc))
-    Console().print(f"[bold]{outcome.headline()}[/]\nwrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}")
+    from rich.markup import escape
+
+    console = Console()
+    console.print(f"[bold]{escape(outcome.headline())}[/]", highlight=False)
+    if outcome.versus_compile():
+        console.print(f"[bold yellow]{escape(outcome.versus_compile())}[/]", highlight=False)
+    console.print(f"wrote {out / 'best.py'}, {out / 'report.md'}, {out / 'evidence.json'}", highlight=False)
     raise typer.Exit(1 if outcome.best_is_reference else 0)
 
 

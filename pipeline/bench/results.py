@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.report.compile_gap import versus_compile
 from pipeline.store import Store
 from pipeline.store.records import BENCH_ITEM_DONE, BenchItemRecord, BenchRunRecord, SessionRecord
 
@@ -71,6 +72,7 @@ def row_for(item: BenchItemRecord, session: SessionRecord | None) -> dict[str, A
             row[f"answer_speedup_{key}"] = round(_ms(base) / eager_ms, 4)
         else:
             row[f"answer_speedup_{key}"] = None
+    row["versus_compile"] = _versus_compile(outcome, row, timing) if correct and not row["keeps_reference"] else ""
     llm = outcome.get("llm") or {}
     row.update({
         "stages": [{"stage": s["stage"], "median_ms": s["median_ms"]} for s in outcome.get("stages", [])],
@@ -80,6 +82,15 @@ def row_for(item: BenchItemRecord, session: SessionRecord | None) -> dict[str, A
         "backend": (session.backend.get("describe") or session.backend.get("kind", "")) if session else "",
     })
     return row
+
+
+def _versus_compile(outcome: dict[str, Any], row: dict[str, Any], timing: dict | None) -> str:
+    """The session's own words where it stored them (with the profiler's reason), else the same wording from the
+    numbers (a session from before egg stored them)."""
+    if "versus_compile" in outcome:
+        return outcome["versus_compile"] or ""
+    return versus_compile(outcome.get("speedups") or {}, kernel_ms=_ms(timing), compile_ms=row.get("compile_ms"),
+                          no_profile="the session stored no profile")
 
 
 def rows(store: Store, run_id: str, fresh: bool = False) -> list[dict[str, Any]]:
@@ -205,6 +216,10 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
         lines += ["", f"{len(correct) - len(unverified)} of the {len(correct)} verified kernels were judged again in a fresh process on a "
                   "held-out seed" + (f"; {len(unverified)} carry their verdict from the search, the wall budget having run out first "
                                     f"({', '.join(cell(r['problem']) for r in unverified[:8])}{', ...' if len(unverified) > 8 else ''})" if unverified else "") + "."]
+    slower = [r for r in table if r.get("versus_compile")]
+    if slower:
+        lines += ["", f"{len(slower)} of the {sum(1 for r in table if r['correct'] and not r.get('keeps_reference', True))} kernels kept "
+                  "as best.py are slower than torch.compile (see \"Slower than torch.compile\" below)."]
     stopped = [r for r in table if r.get("stopped")]
     if stopped:
         lines += ["", f"{len(stopped)} of {len(table)} problems stopped early ({cell(stopped[0]['stopped'])}" + (", ..." if len(stopped) > 1 else "") + ")."]
@@ -237,6 +252,10 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
                   "(stage 1 against eager).", "", "| stage | problems | geomean gain |", "|---|---|---|"]
         for stage, gain, count in stage_gains(table):
             lines.append(f"| {stage} | {count} | {_fmt(gain)} |")
+    if slower:
+        lines += ["", "## Slower than torch.compile", "", "Kept as best.py (faster than eager), yet slower than torch.compile; "
+                  "the reason is the profiler's where the run profiled the kernel.", ""]
+        lines += [f"- {cell(r['problem'])}: {cell(r['versus_compile'])}" for r in slower]
     calls = sum(r.get("llm_calls") or 0 for r in table)
     lines += ["", "## Cost", "", f"{calls} model calls, {sum(r.get('input_tokens') or 0 for r in table)} input and "
               f"{sum(r.get('output_tokens') or 0 for r in table)} output tokens, ${sum(r.get('cost_usd') or 0 for r in table):.4f}; "

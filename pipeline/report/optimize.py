@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.llm.accounting import Ledger
+from pipeline.report.compile_gap import versus_compile
 from pipeline.stages.method import STAGE_NAMES, Progress
 from pipeline.types import EvalOptions, EvalResult, Problem, to_jsonable
 
@@ -29,6 +30,7 @@ class Outcome:
     replayed_calls: int
     verify_seed: int | None = None  # the held-out seed `final` was judged on (weights, inputs, trials)
     reverify_skipped: str = ""  # why the winner was not re-verified (the wall budget): `final` is then its search verdict
+    profile: dict[str, Any] | None = None  # the kept kernel's ProfileReport (JSON) where the run profiled it
 
     @property
     def best_is_reference(self) -> bool:
@@ -46,6 +48,16 @@ class Outcome:
         """best.py is the reference: nothing passed, or (timed) nothing beat eager. The result is never worse than
         the reference."""
         return self.best_is_reference or self.beats_eager is False
+
+    def versus_compile(self) -> str:
+        """"" unless best.py is a kernel slower than torch.compile; then that, with the profiler's reason."""
+        if self.keeps_reference or not self.final.speedups:
+            return ""
+        judged = self.final.baselines.get("compile")
+        stored = self.reference.get("baselines", {}).get("compile")
+        compile_ms = judged.median_ms if judged else stored.get("median_ms") if isinstance(stored, dict) else None
+        return versus_compile(self.final.speedups, kernel_ms=self.final.timing.median_ms if self.final.timing else None,
+                              compile_ms=compile_ms, floor_ms=self.final.physical_floor_ms, profile=self.profile)
 
     def headline(self) -> str:
         if self.best_is_reference:
@@ -68,6 +80,8 @@ def write_outputs(out: Path, outcome: Outcome) -> None:
 
 def best_source(outcome: Outcome) -> str:
     head = f"# egg {outcome.run_id}: {outcome.headline()}\n# problem: {outcome.problem.path}\n"
+    if outcome.versus_compile():
+        head += f"# {outcome.versus_compile()}\n"
     if outcome.keeps_reference:
         reference = Path(outcome.problem.path).read_text(encoding="utf-8")
         return head + reference + "\n\n# egg: the reference itself, as a drop-in ModelNew.\nModelNew = Model\n"
@@ -90,6 +104,10 @@ def _stage_rows(outcome: Outcome) -> list[str]:
     return rows
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 def report(outcome: Outcome) -> str:
     p = outcome.progress
     lines = [
@@ -97,6 +115,7 @@ def report(outcome: Outcome) -> str:
         "",
         f"**{outcome.headline()}**",
         "",
+        *([f"**{_sentence(outcome.versus_compile())}**", ""] if outcome.versus_compile() else []),
         f"Run `{outcome.run_id}`, model {outcome.model}, device {outcome.options.device}"
         + (" (correctness only: Triton's interpreter, no timing)" if outcome.options.device == "cpu" else "") + ".",
     ]
@@ -137,6 +156,7 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "best_is_reference": outcome.best_is_reference,
         "beats_eager": outcome.beats_eager,
         "keeps_reference": outcome.keeps_reference,
+        "versus_compile": outcome.versus_compile(),  # "" unless best.py is a kernel slower than torch.compile
         "best_id": None if outcome.keeps_reference else outcome.progress.best_id,  # the candidate best.py is
         "verdict": to_jsonable(outcome.final) if outcome.final else None,
         "verification_seed": outcome.verify_seed,

@@ -169,6 +169,8 @@ def _run_foreground(store, session_id: str) -> None:
     final = store.session(session_id)
     err.print(f"session {session_id}: {final.status}" + (f" - {final.outcome.get('headline')}" if final.outcome.get("headline") else "")
               + (f" ({final.error})" if final.error else ""), highlight=False)
+    if final.outcome.get("versus_compile"):
+        err.print(final.outcome["versus_compile"], markup=False, highlight=False)
     raise typer.Exit(code)
 
 
@@ -227,6 +229,8 @@ def show(session_id: str = typer.Argument(...), db: Path | None = DbOption, as_j
     out.print(f"session {data['id']}: {data['problem']}, {data['status']}{alive}, stage {data['stage'] or '-'}, review {data['review']}, backend {data['backend']}", highlight=False)
     if data["outcome"].get("headline"):
         out.print(data["outcome"]["headline"], highlight=False)
+    if data["outcome"].get("versus_compile"):
+        out.print(data["outcome"]["versus_compile"], markup=False, highlight=False)
     for gate in data["pending"]:
         out.print(f"  open gate {gate['id']}: {gate['kind']} in {gate['stage']} (egg gate list {data['id']})", highlight=False)
     for d in data["decisions"][-10:]:

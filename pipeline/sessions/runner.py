@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from pipeline.sessions.backends import BackendSpec, build_backend
 from pipeline.sessions.devicelock import DeviceLock, LockedJudge
 from pipeline.sessions.gates import POLL_S, StoreGates
 from pipeline.stages.method import Budget
-from pipeline.stages.optimize import Optimizer
+from pipeline.stages.optimize import Optimizer, environment_key
 from pipeline.store import Store
 from pipeline.store.records import GateRecord, SessionRecord
 from pipeline.types import EvalOptions, EvalResult, Problem, from_jsonable, to_jsonable
@@ -125,11 +124,29 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
         final = reverify(store, problem, work_dir, progress.best_source, verify, lock)
     replayed = built.transport.replayed if built.transport else 0
     outcome = Outcome(problem, session_id, options, built.backend.name, progress, final, built.ledger, reference.result, replayed,
-                      verify_seed=verify.seed if final is not None and not skipped else None, reverify_skipped=skipped)
+                      verify_seed=verify.seed if final is not None and not skipped else None, reverify_skipped=skipped,
+                      profile=winner_profile(store, problem, progress.best_source, progress.best_result, final))
     write_outputs(work_dir, outcome)
     store.update_session(session_id, outcome=outcome_summary(outcome), environment=dict(reference.result.get("environment", {})))
     events(outcome.headline(), "done", best_is_reference=outcome.best_is_reference)
+    if outcome.versus_compile():
+        events(outcome.versus_compile(), "versus_compile")
     return outcome
+
+
+def winner_profile(store: Store, problem: Problem, source: str | None, *results: EvalResult | None) -> dict[str, Any] | None:
+    """The kept kernel's profile (a ProfileReport as JSON) where the run took one: the Profile role's, stored under
+    the kernel's source and the environment of its verdict (the search's, or the re-verification's); else None."""
+    if source is None:
+        return None
+    source_fp = fingerprint_text(source)
+    for result in results:
+        if result is None:
+            continue
+        kept = store.profile(problem.fingerprint, source_fp, environment_key(result.environment))
+        if kept is not None:
+            return kept
+    return None
 
 
 def ending(error: BaseException) -> str:
@@ -190,7 +207,7 @@ def _no_time_to_reverify(store: Store, problem: Problem, source: str | None, opt
     the re-verification is expected to take (a verdict already stored costs nothing)."""
     if budget_s is None or source is None or _stored_reverification(store, problem, source, options) is not None:
         return ""
-    left, need = budget_s - (time.monotonic() - optimizer.started), optimizer.reverify_estimate_s()
+    left, need = budget_s - (optimizer.clock() - optimizer.started), optimizer.reverify_estimate_s()
     if left > 0 and left >= need:
         return ""
     return f"{max(left, 0.0):.0f} s of the {budget_s:g} s budget were left, and it needs about {need:.0f} s"
@@ -230,6 +247,7 @@ def outcome_summary(outcome: Outcome) -> dict[str, Any]:
         "headline": outcome.headline(),
         "best_is_reference": outcome.best_is_reference,
         "keeps_reference": outcome.keeps_reference,
+        "versus_compile": outcome.versus_compile(),  # "" unless best.py is a kernel slower than torch.compile, else why
         "best_id": outcome.progress.best_id,  # the fastest verified candidate; best.py is the reference when keeps_reference
         "best_ms": outcome.progress.best_ms,
         "speedups": final.speedups if final and final.ok else {},

@@ -221,3 +221,28 @@ def test_the_gains_plot_keeps_room_for_its_labels():
         assert low == 0 and high >= 1.15 * max(1.0, *(g for _, g in gains))  # the bars' text and the eager line fit
         [label] = figure.layout.annotations
         assert label.text == "eager (1x)" and label.yanchor == "top"  # under the line, inside the plot
+
+
+def show_outcome(outcome):
+    from components.session import render_outcome
+
+    render_outcome(outcome)
+
+
+def test_a_kept_kernel_slower_than_compile_says_so_with_its_reason_beside_the_headline():
+    note = "slower than torch.compile (0.700x: the kernel 1 ms, torch.compile 700 us): the kernel takes 5.0x its physical floor of 200 us"
+    outcome = {"headline": "a verified kernel, 2.000x vs eager, 0.700x vs compile", "keeps_reference": False, "best_is_reference": False,
+               "versus_compile": note}
+    at = AppTest.from_function(show_outcome, args=(outcome,), default_timeout=30).run()
+    assert [s.value for s in at.success] == [outcome["headline"]] and [w.value for w in at.warning] == [note]
+    at = AppTest.from_function(show_outcome, args=({**outcome, "versus_compile": ""},), default_timeout=30).run()
+    assert not at.warning and [s.value for s in at.success] == [outcome["headline"]]
+
+
+def test_the_bench_table_puts_slower_than_compile_first_in_what_happened():
+    from components.bench import table_rows
+
+    base = {"problem": "p", "level": 1, "status": "done", "correct": True, "keeps_reference": False, "headline": "a verified kernel"}
+    [slow, fast] = table_rows([{**base, "versus_compile": "slower than torch.compile (0.700x): no physical floor on record"}, base])
+    assert slow["what happened"] == "slower than torch.compile (0.700x): no physical floor on record · a verified kernel"
+    assert fast["what happened"] == "a verified kernel"

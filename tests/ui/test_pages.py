@@ -134,3 +134,20 @@ def test_settings_say_which_keys_are_present_and_never_their_values(app, monkeyp
     assert dict(zip(table["variable"], table["present"])) == {"OPENAI_API_KEY": "yes", "ANTHROPIC_API_KEY": "no", "EGG_LLM_API_KEY": "no"}
     shown = " ".join(str(e.value) for kind in ("markdown", "caption", "text", "code", "error", "info") for e in app.get(kind))
     assert "sk-egg-test" not in shown and "sk-egg-test" not in table.to_string()
+
+
+def test_the_session_page_says_a_kept_kernel_is_slower_than_compile_and_why(app, db):
+    from pipeline.sessions.backends import BackendSpec
+    from tests.ui.conftest import SOFTMAX
+
+    store = api.open_store(db)
+    record = api.create_session(store, problem_path=SOFTMAX, backend=BackendSpec("none"), review="auto", device="cpu")
+    note = "slower than torch.compile (0.700x: the kernel 1 ms, torch.compile 700 us): the kernel takes 5.0x its physical floor of 200 us"
+    store.update_session(record.id, status="done", outcome={"headline": "a verified kernel, 2.000x vs eager, 0.700x vs compile",
+                                                            "keeps_reference": False, "best_is_reference": False, "versus_compile": note})
+    app.switch_page("pages/session.py")
+    app.query_params["id"] = record.id
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert any(w.value == note for w in app.warning), [w.value for w in app.warning]
+    assert any(s.value.startswith("a verified kernel") for s in app.success)
