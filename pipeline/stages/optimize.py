@@ -112,6 +112,7 @@ class Optimizer:
         self.first_check_s: float | None = None  # the wall time of this run's first judged check (reference included)
         self.last_check_s: float | None = None
         self.next_check_s: float | None = None  # the next check's expected time: the last one's, less the reference it computed
+        self.last_profile_s = 0.0  # the last profile's wall time (before one is taken, a check's is assumed)
         self._feedback: dict[str, list[str]] = {}  # stage -> what reviewers said when rejecting verdicts there
         self._feedback_from: dict[tuple[str, str], str] = {}  # (stage, verdict feedback) -> the gate it was given at
         self.plan_edit: tuple[str, str, str] | None = None  # the last plan's edit, when the reviewer edited it: (gate key, what, text)
@@ -228,6 +229,7 @@ class Optimizer:
 
     def plan(self, stage: Stage) -> Diagnosis | None:
         """The Profile role's Diagnosis of the best kernel, through its plan gate (None: the round is skipped)."""
+        self._check_budget(next_check=True, profiling=True)  # a round whose profile and check would not fit is not begun
         measurements = self.measure()
         feedback: list[str] = []
         answering: list[tuple[str, str, str]] = []  # (gate key, what, text) of the rejections the next plan answers
@@ -548,11 +550,14 @@ class Optimizer:
         path = self.work_dir / "candidates" / f"profile_c{self.progress.best_id:04d}.py"
         path.write_text(self.progress.best_source, encoding="utf-8")
         self.on_event(f"  profiling candidate {self.progress.best_id}", "profiling", candidate_id=self.progress.best_id)
+        started = self.clock()
         try:
             report = self.profiler(str(path), self.problem.path)
         except Exception as error:  # a profile that fails leaves the judge's numbers; the run goes on
+            self.last_profile_s = self.clock() - started
             self.on_event(f"  profiling failed ({type(error).__name__}: {error}); the Profile role sees the judge's numbers only", "info")
             return Measurements(result, None, f"{type(error).__name__}: {error}")
+        self.last_profile_s = self.clock() - started
         self.store.save_profile(self.problem.fingerprint, source_fp, environment_fp, to_jsonable(report))
         return Measurements(result, report)
 
@@ -590,7 +595,7 @@ class Optimizer:
             self.store.add_call(self.session_id, record.model_dump(mode="json"))
         self._calls_seen = len(records)
 
-    def _check_budget(self, next_check: bool = False) -> None:
+    def _check_budget(self, next_check: bool = False, profiling: bool = False) -> None:
         self.gates.checkpoint()
         b = self.budget
         calls = self.ledger.records  # the session's own ledger
@@ -599,7 +604,7 @@ class Optimizer:
         cost = sum(r.cost_usd or 0.0 for r in calls)
         if b.max_cost_usd is not None and cost >= b.max_cost_usd:
             raise BudgetExhausted(f"${cost:.4f} spent (limit ${b.max_cost_usd})")
-        self._check_wall(next_check)
+        self._check_wall(next_check, (self.last_profile_s or self.next_check_s or 0.0) if profiling else 0.0)
 
     # The budget in wall seconds bounds the whole run: a judged check is not started when, with the next check's
     # expected time and the time kept for the winner's re-verification (the first check's: a reference computed
@@ -609,12 +614,12 @@ class Optimizer:
     def reverify_estimate_s(self) -> float:
         return REVERIFY_MARGIN * self.first_check_s if self.first_check_s is not None else 0.0
 
-    def _check_wall(self, next_check: bool = False) -> None:
+    def _check_wall(self, next_check: bool = False, before_s: float = 0.0) -> None:
         b = self.budget
         if b.max_wall_s is None:
             return
         spent, kept = self.clock() - self.started, self.reverify_estimate_s()
-        upcoming = (self.next_check_s or 0.0) if next_check else 0.0
+        upcoming = ((self.next_check_s or 0.0) if next_check else 0.0) + before_s
         if spent + kept + upcoming >= b.max_wall_s:
             held = f" ({kept:.0f} s of it kept for the winner's re-verification)" if kept >= 1 else ""
             raise BudgetExhausted(f"{b.max_wall_s:g} s of wall time{held}")

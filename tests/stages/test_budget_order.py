@@ -75,3 +75,23 @@ def test_the_next_check_is_expected_to_cost_a_candidates_check():
     computed = EvalResult(Status.OK, "", problem, candidate, "cuda", judge_phase_s={"reference_facts": 12.0}, reference_source="computed")
     cached = EvalResult(Status.OK, "", problem, candidate, "cuda", judge_phase_s={"reference_facts": 12.0}, reference_source="disk")
     assert _without_reference(20.0, computed) == 8.0 and _without_reference(20.0, cached) == 20.0
+
+
+def test_a_round_whose_profile_would_eat_the_re_verification_is_not_begun(tmp_path):
+    """After the seed's 20 s check, a round needs a profile (assumed as long as a check until one is measured) and
+    a check: 20 + 8 + 8 + the 25 s reserve pass 60 s, so no profile is taken and the reserve stays whole."""
+    clock = Clock()
+    profiled = []
+
+    def profiler(candidate: str, problem: str):
+        profiled.append(candidate)
+        clock.now += 40.0  # an NCU profile of a large kernel
+        raise RuntimeError("not reached")
+
+    client, _ = scripted_client([kernel("seed 1")])
+    optimizer = auto_optimizer(tmp_path, CostedJudge(clock), client, Budget(seeds=1, rounds=1, transforms=False, max_wall_s=60.0),
+                               clock=clock, profiler=profiler)
+    progress = optimizer.run()
+    assert profiled == [] and [(a.origin, a.status) for a in progress.attempts] == [("seed", "ok")]
+    assert progress.stopped.startswith("60 s of wall time")
+    assert 60.0 - (clock() - optimizer.started) >= optimizer.reverify_estimate_s()
