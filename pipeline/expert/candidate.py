@@ -17,6 +17,15 @@ from pipeline.expert.rowkernel import Emitted, RowKernel
 
 IMPORTS = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n"
 
+# The kernels are written for the recorded shapes, strides and dtypes (sizes and strides are launch constants): a
+# drop-in ModelNew refuses any other tensor with one clear error, never a wrong answer or an out-of-bounds read.
+SHAPE_GUARD = '''def _specialised_to(name, value, shape, stride, dtype):
+    """This ModelNew's kernels were written for these sizes, strides and dtype: another tensor is refused."""
+    if tuple(value.shape) != shape or tuple(value.stride()) != stride or value.dtype != dtype:
+        raise ValueError(f"egg: this ModelNew is specialised to {name} of shape {list(shape)}, strides {list(stride)}, "
+                         f"{dtype}; got shape {list(value.shape)}, strides {list(value.stride())}, {value.dtype}")
+'''
+
 
 @dataclass(frozen=True)
 class Written:
@@ -171,17 +180,28 @@ class Writer:
         kept = [k for k in self.kept if k.strip() not in IMPORTS.splitlines()]
         if kept:
             parts.append("\n".join(kept) + "\n")
-        parts += [HELPERS[h] for h in helpers]
+        parts += [HELPERS[h] for h in helpers] + [SHAPE_GUARD]
         # the kernel worth tuning is defined first: the tuning engine takes the first kernel with its tunables
         for _, emitted in sorted(kernels, key=lambda ke: -ke[1].bytes_moved):
             parts += [emitted.kernel, emitted.launcher]
         needs_device = any(re.search(r"\bdevice\b(?!=)", line) for line in forward)
-        body = ([f"device = {self._device()}"] if needs_device else []) + forward
+        body = self._guards() + ([f"device = {self._device()}"] if needs_device else []) + forward
         signature = ", ".join(["self", *self.args])
         model = ["class ModelNew(nn.Module):", self.init.rstrip("\n"), "", f"    def forward({signature}):"]
         model += [f"        {line}" for line in body]
         parts.append("\n".join(model) + "\n")
         return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+    def _guards(self) -> list[str]:
+        """forward's first lines: every input tensor and parameter the kernels read, as recorded."""
+        lines = []
+        for node in self.graph.nodes:
+            if node.op not in ("input", "param"):
+                continue
+            name = self.forward_names[node.id]
+            label = name if node.op == "input" else node.attr("name")
+            lines.append(f"_specialised_to({label!r}, {name}, {tuple(node.shape)!r}, {tuple(node.stride)!r}, torch.{node.dtype})")
+        return lines
 
     def _device(self) -> str:
         for node in self.graph.nodes:
