@@ -60,7 +60,7 @@ class DegeneracyWatch:
             self.seen = True
             tol = tolerance(t.dtype)
             flat = t.detach().reshape(-1)
-            mean = float(flat.double().sum()) / flat.numel()
+            mean = _sum64(flat) / flat.numel()
             for start in range(0, flat.numel(), CHUNK_ELEMENTS):
                 r = flat[start : start + CHUNK_ELEMENTS].double()
                 if self.zeros and not bool((r.abs() <= tol + tol * r.abs()).all()):
@@ -94,7 +94,7 @@ def signal_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     Summed chunk by chunk, so a GiB output needs no float64 copy of itself.
     """
     flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
-    mean = float(flat_ref.double().sum()) / max(flat_ref.numel(), 1)
+    mean = _sum64(flat_ref) / max(flat_ref.numel(), 1)
     err2 = dev2 = norm2 = 0.0
     for start in range(0, flat_ref.numel(), CHUNK_ELEMENTS):
         o = flat_out[start : start + CHUNK_ELEMENTS].double()
@@ -108,6 +108,11 @@ def signal_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     if scale == 0.0:
         return 0.0 if err == 0.0 else float("inf")
     return err / scale
+
+
+def _sum64(flat: torch.Tensor) -> float:
+    """A flat tensor's sum in float64, chunk by chunk (a whole-tensor .double() is a copy twice its size, for float32)."""
+    return float(sum(float(flat[i : i + CHUNK_ELEMENTS].double().sum()) for i in range(0, flat.numel(), CHUNK_ELEMENTS)))
 
 
 def _nonfinite_mismatch(out: torch.Tensor, ref: torch.Tensor, start: int = 0, shape: torch.Size | None = None) -> str:

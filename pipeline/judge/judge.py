@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import torch
 
-from pipeline.judge import compare
+from pipeline.judge import compare, limits
 from pipeline.judge.audit import audit_source
 from pipeline.judge.draw import HIDDEN_TRIALS, Draw
 from pipeline.judge.refcache import ReferenceCache, cache_key, environment_fingerprint
@@ -46,8 +46,13 @@ from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, F
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
 DEFAULT_CACHE = "default"  # Judge(cache_dir=...): the reference cache under $EGG_CACHE (None: no disk cache)
-# How many bytes of reference outputs the judge lets the reference's worker run ahead of the candidate.
+# How many bytes of reference outputs the judge lets the reference's worker run ahead of the candidate, at most
+# (and on a GPU at most an eighth of its memory: on an 80 GB card, 4 GB outputs are let run 2 sets ahead, not 4).
 REFERENCE_AHEAD_BYTES = {"cuda": 16 << 30, "cpu": 2 << 30}
+AHEAD_SHARE_OF_DEVICE = 8
+# Candidate outputs that came before the reference's wait on the GPU up to this many bytes (or one set), else on the host.
+WAITING_ON_DEVICE_BYTES = 1 << 30
+FIRST_TRIAL = "trial_1"  # the set whose recorded outputs size every set's (pipeline.judge.draw names it so)
 
 
 
@@ -57,6 +62,10 @@ class ReferenceError(Exception):
     def __init__(self, message: str, log_tail: str = "") -> None:
         super().__init__(message)
         self.log_tail = log_tail
+
+
+class DoesNotFit(ReferenceError):
+    """The problem needs more memory, as judged, than this machine has: said with the numbers before any job runs."""
 
 
 # The reference's facts -------------------------------------------------------------------------------------------
@@ -173,18 +182,42 @@ class Judge:
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
         return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0)
 
-    def _start_reference(self, problem: Problem, draw: Draw, comparer: Comparer, reference: Reference) -> Job:
+    def _ahead(self, reference: Reference) -> int:
+        """How many checked sets of reference outputs the reference's worker may compute before the judge lets go
+        of earlier ones: REFERENCE_AHEAD_BYTES' worth (an eighth of the GPU at most), and never fewer than 2."""
+        return max(2, _ahead_bytes(self.compare_device) // max(1, _output_bytes(reference, FIRST_TRIAL)))
+
+    def footprint(self, reference: Reference) -> limits.Footprint:
+        """The judge's footprint for this problem (pipeline.judge.limits.Footprint), from its recorded sizes."""
+        result = reference.result
+        outputs = _output_bytes(reference, FIRST_TRIAL)
+        weights = int(result.get("weight_bytes", 0))
+        # facts cached before the input bytes were recorded: the problem's bytes less its outputs (weights included)
+        inputs = int(result.get("input_bytes", max(0, int(result.get("min_bytes", 0)) - outputs - weights)))
+        checked = self.options.correctness_trials + len(reference.hidden)
+        timed = self.options.timed_input_sets if self.timing_enabled else 0
+        return limits.Footprint(inputs, outputs, weights, min(self._ahead(reference), max(1, checked)), timed)
+
+    def job_limits(self, footprint: limits.Footprint) -> limits.Limits:
+        return limits.problem_limits(footprint, self.options.device)
+
+    def check_fits(self, footprint: limits.Footprint) -> None:
+        """DoesNotFit, with needed vs available bytes, when the machine cannot hold the check of this problem."""
+        device_total = _device_total_bytes() if self.compare_device == "cuda" else None
+        why = footprint.does_not_fit(self.options.device, limits.machine_memory_bytes(), device_total)
+        if why:
+            raise DoesNotFit(why)
+
+    def _start_reference(self, problem: Problem, draw: Draw, comparer: Comparer, reference: Reference,
+                         job_limits: limits.Limits | None = None) -> Job:
         """The reference's outputs for this check's draw, computed beside the candidate, at most `ahead` checked sets
         before the judge has let go of earlier ones (each release sends the worker a `next`)."""
-        first = reference.result["structure"].get(draw.trials[0]["name"], {}).get("tensors", [])
-        per_set = max(1, sum(_nbytes(t["dtype"], t["shape"]) for t in first))
-        ahead = max(2, REFERENCE_AHEAD_BYTES[self.compare_device] // per_set)
         spec = {"kind": "reference", "mode": "outputs", "problem_path": problem.path, "options": _worker_options(self.options),
-                "sets": draw.reference_sets(), "checked": len(draw.checked), "ahead": ahead}
+                "sets": draw.reference_sets(), "checked": len(draw.checked), "ahead": self._ahead(reference)}
         handlers = Handlers(check=comparer.check_reference, outputs=comparer.reference_outputs)
         job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
                               run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
-                              cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers)
+                              cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers, job_limits=job_limits)
         comparer.on_release = lambda: job.send({"type": "next"})
         return job
 
@@ -386,6 +419,13 @@ class Comparer:
             # a timed trial's outputs wait for the end: comparing on the GPU now would run beside the timing
             if not self.draw.is_timed_trial(call) and self.draw.reference_name(call) in self.reference:
                 self._compare(call)
+            elif self.device == "cuda" and self._waiting_on_device() > max(WAITING_ON_DEVICE_BYTES, _bytes(tensors)):
+                # a candidate faster than the reference handed over every checked set before the first compare (8
+                # sets of 6 GB on an 80 GB card): what waits beyond one set waits on the host
+                self.candidate[call] = [t.cpu() for t in tensors]  # its GPU memory goes back as `tensors` does
+
+    def _waiting_on_device(self) -> int:
+        return sum(_bytes([t for t in ts if t.is_cuda]) for ts in self.candidate.values())
 
     def finish(self) -> None:
         """Compare what waited (the timed trials' outputs) once the candidate's worker has ended."""
@@ -421,6 +461,27 @@ class Comparer:
     def trial_periods_ms(self) -> list[float]:
         """The parent's clock between consecutive timed trials (each asks for its sample once it has returned)."""
         return [(b - a) * 1e3 for a, b in zip(self.trial_clock, self.trial_clock[1:])]
+
+
+def _output_bytes(reference: Reference, name: str) -> int:
+    """Bytes of one set's outputs, as the reference's full run recorded them."""
+    tensors = reference.result["structure"].get(name, {}).get("tensors", [])
+    return sum(_nbytes(t["dtype"], t["shape"]) for t in tensors)
+
+
+def _bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _ahead_bytes(device: str) -> int:
+    """The bytes of outputs the judge holds on `device` ahead of their comparison, from either side."""
+    budget = REFERENCE_AHEAD_BYTES[device]
+    return min(budget, _device_total_bytes() // AHEAD_SHARE_OF_DEVICE) if device == "cuda" else budget
+
+
+def _device_total_bytes() -> int:
+    """The GPU's memory (the judge compares on it, so CUDA is already up in this process)."""
+    return int(torch.cuda.mem_get_info()[1])
 
 
 def _nbytes(dtype: str, shape: list[int]) -> int:
@@ -465,15 +526,24 @@ class Evaluation:
             audit = self._audit(source, reference.dtypes)
             if audit.early is not None:
                 return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
+        job_limits = None
+        if reference is not None:  # the problem's sizes are known: whether it fits, and the limits it needs
+            footprint = judge.footprint(reference)
+            judge.check_fits(footprint)
+            job_limits = judge.job_limits(footprint)
         jobs: list[Job] = []
         try:
             comparer = Comparer(None, compare.Degeneracy(False), judge.compare_device, judge.options.repeat_calls)
-            job = self._start_candidate(comparer)  # its start-up (a sandbox, CUDA) overlaps the reference's
+            job = self._start_candidate(comparer, job_limits)  # its start-up (a sandbox, CUDA) overlaps the reference's
             jobs.append(job)
             self._lap("start_jobs")
             if reference is None:  # the first check of this problem here: its facts first
                 reference = judge.reference(self.problem)
                 self._lap("reference_facts")
+                footprint = judge.footprint(reference)
+                judge.check_fits(footprint)
+                job_limits = judge.job_limits(footprint)
+                job.raise_memory_limit(job_limits.memory_bytes)  # the parent's watch (a CPU job's own limit stays)
                 audit = self._audit(source, reference.dtypes)
                 if audit.early is not None:
                     job.kill()
@@ -481,7 +551,7 @@ class Evaluation:
                     return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
             draw = judge.draw(reference)
             comparer.start(draw, reference.degeneracy, reference.result["structure"])
-            ref_job = judge._start_reference(self.problem, draw, comparer, reference)
+            ref_job = judge._start_reference(self.problem, draw, comparer, reference, job_limits)
             jobs.append(ref_job)
             self._send_inputs(job, draw, reference)
             ref_outcome, early = self._wait_reference(ref_job, job, len(draw.checked)), None
@@ -552,7 +622,7 @@ class Evaluation:
         why = _finding_text(findings[0]) + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
         return Audit(check, lambda ref: Verdict.early(self, ref, check).result(Status.BANNED, why))
 
-    def _start_candidate(self, comparer: Comparer) -> Job:
+    def _start_candidate(self, comparer: Comparer, job_limits: limits.Limits | None = None) -> Job:
         spec = {
             "kind": "candidate",
             "problem_path": self.problem.path,
@@ -564,7 +634,7 @@ class Evaluation:
         handlers = Handlers(check=comparer.check_candidate, outputs=comparer.candidate_outputs, sample=comparer.sample, waits=waits)
         return pool.start(spec, pool.new_workdir("candidate"), compile_timeout_s=opts.compile_timeout_s, run_timeout_s=opts.run_timeout_s,
                           read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}",
-                          handlers=handlers)
+                          handlers=handlers, job_limits=job_limits)
 
 
 @dataclass(frozen=True)

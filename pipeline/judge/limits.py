@@ -9,7 +9,9 @@
 - Files: no file a job writes grows beyond `file_bytes`; its printed output is capped by the fork server's log
   relay (pipeline.judge.forkserver.Log).
 
-Defaults come from the machine (half its memory); `EGG_JOB_MEMORY_GB` or EvalOptions.memory_limit_gb override.
+Defaults come from the machine (half its memory); `EGG_JOB_MEMORY_GB` overrides. Once a problem's sizes are known
+(its reference facts), `problem_limits` raises a job's limit to what the judge's footprint for that problem needs
+(`Footprint`), capped by what the machine has; `Footprint.does_not_fit` says when it needs more than that.
 
 Imports: the standard library only (the fork server's children apply these).
 """
@@ -61,6 +63,99 @@ def default_limits(memory_gb: float | None = None) -> Limits:
         memory_gb = float(os.environ[MEMORY_VARIABLE])
     memory = int(memory_gb * 2**30) if memory_gb else machine_memory_bytes() // 2
     return Limits(max(memory, 256 << 20))
+
+
+# The judge's footprint ----------------------------------------------------------------------------------------------
+
+BASE_HOST_BYTES = 6 << 30  # a GPU worker's own host memory (Python, torch, CUDA's libraries and context): an estimate, not measured
+# the judge's float64 chunks while it compares (pipeline.judge.compare.CHUNK_ELEMENTS), and the candidate outputs that
+# may wait on the GPU beyond one set (pipeline.judge.judge.WAITING_ON_DEVICE_BYTES)
+COMPARE_BYTES = 5 * (1 << 26) * 8 + (1 << 30)
+DEVICE_RESERVE_BYTES = 2 << 30  # each process's CUDA context and allocator slack
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one check of a problem holds at once, in bytes, from the problem's own sizes: I (one input set), O (one
+    set's outputs), W (its weights and buffers), A (the reference output sets the judge lets its worker run ahead,
+    at least 2), T (timed input sets). What the problem itself needs to run once is P = W + I + O.
+
+    On the device, the largest of three phases:
+      checked calls  candidate W + I + I' + 2O   (I': the mutation check's copy of the inputs, on the host when the
+                                               device lacks room for it; 2O: the output and its handed-over copy)
+                   + reference W + I + 2O
+                   + judge     (A + 2)·O + C    (A + 1 reference output sets held, the first one for the repeats;
+                                               one candidate set waiting or being compared, any more that wait
+                                               go to the host; C: the comparison's chunks and 1 GiB of waiting)
+      timed calls    candidate W + (T + 1)·I + 2O  (the timed sets and the fixed buffers they are loaded into)
+      reference run  W + (T + 1)·I + O        (its baselines, timed the same way)
+    so at most 2W + 3I + (A + 6)·O + C = 2P + I + (A + 4)·O + C: 5.5 P for A = 2, I = O and W = 0.
+    (Before: 2W + 4I + (A + 5 + S)·O, S the checked sets (8), plus up to 8I left in the workers' caches: 2W + 15O
+    + 12I at worst, 13.5 P, for A = 2. The judge held on the device every candidate output that came before the
+    reference's; the candidate held the first trial's inputs through every call and its mutation copy always on
+    the device; drawing a hidden trial's inputs left up to 4 float32 copies of them in each worker's cache; the
+    judge let the reference run 16 GiB ahead whatever the card; the reference's degeneracy watch made a float64
+    copy of every output. On the host, output files sent when the device refused to export stayed until the job
+    ended: 8 sets of 8 GB for a convolution, over the fixed limit of half the machine.)
+
+    On the host, a GPU job holds its base (BASE_HOST_BYTES), the mutation check's copy I when it is there, and, only
+    when the device refuses to export outputs, A + 1 sets of output files (each deleted once the judge has read it).
+    A CPU job holds the device's footprint in host memory (it has no other)."""
+
+    input_bytes: int
+    output_bytes: int
+    weight_bytes: int = 0
+    ahead_sets: int = 2
+    timed_sets: int = 0
+
+    @property
+    def problem_bytes(self) -> int:
+        return self.weight_bytes + self.input_bytes + self.output_bytes
+
+    def device_bytes(self) -> int:
+        w, i, o = self.weight_bytes, self.input_bytes, self.output_bytes
+        checked = (w + 2 * i + 2 * o) + (w + i + 2 * o) + (self.ahead_sets + 2) * o + COMPARE_BYTES
+        timed = w + (self.timed_sets + 1) * i + 2 * o
+        reference = w + (self.timed_sets + 1) * i + o
+        return max(checked, timed, reference) + 2 * DEVICE_RESERVE_BYTES
+
+    def job_host_bytes(self, device: str) -> int:
+        """What one job may hold in host memory: its base, and the copies it may need there."""
+        if device == "cpu":
+            w, i, o = self.weight_bytes, self.input_bytes, self.output_bytes
+            return BASE_HOST_BYTES + w + 2 * i + (self.ahead_sets + 2) * o
+        return BASE_HOST_BYTES + self.input_bytes + (self.ahead_sets + 1) * self.output_bytes
+
+    def host_need_bytes(self, device: str) -> int:
+        """The machine's memory the check cannot do without: both jobs' bases and, on a GPU, the mutation check's
+        copy on the host (the output files of a refused export are a fallback its limit allows for, not a need); on
+        the CPU, the device's footprint."""
+        if device == "cpu":
+            return self.device_bytes() + 2 * BASE_HOST_BYTES
+        return 2 * BASE_HOST_BYTES + self.input_bytes
+
+    def does_not_fit(self, device: str, host_available: int, device_available: int | None) -> str:
+        """'' when the check fits the machine, else why not, with the numbers (needed vs available)."""
+        gb = 2**30
+        shape = (f"one input set {self.input_bytes / gb:.3g} GB, its outputs {self.output_bytes / gb:.3g} GB, "
+                 f"weights {self.weight_bytes / gb:.3g} GB")
+        if device_available is not None and device != "cpu" and self.device_bytes() > device_available:
+            return (f"the problem cannot be judged on this GPU: the judge needs about {self.device_bytes() / gb:.3g} GB of GPU "
+                    f"memory for it ({shape}), the GPU has {device_available / gb:.3g} GB")
+        if self.host_need_bytes(device) > host_available:
+            return (f"the problem cannot be judged on this machine: the judge needs about {self.host_need_bytes(device) / gb:.3g} GB "
+                    f"of host memory for it ({shape}), the machine has {host_available / gb:.3g} GB")
+        return ""
+
+
+def problem_limits(footprint: Footprint, device: str, memory_gb: float | None = None) -> Limits:
+    """A job's limits for a problem of known sizes: the default (half the machine, or the override), raised to what
+    the footprint says one job holds, but never past the machine's memory. An explicit override is kept as is."""
+    base = default_limits(memory_gb)
+    if memory_gb is not None or os.environ.get(MEMORY_VARIABLE, "").strip():
+        return base
+    need = footprint.job_host_bytes(device)
+    return Limits(max(base.memory_bytes, min(need, machine_memory_bytes())), base.processes, base.file_bytes)
 
 
 def apply(limits: Limits, *, device: str, unprivileged: bool) -> None:

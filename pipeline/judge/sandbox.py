@@ -345,7 +345,9 @@ class Job:
             claimed = sum(nbytes(dtype, shape) for dtype, shape, _ in specs)
             if self.memory_bytes and claimed > self.memory_bytes:  # read into this process: a sparse file costs the job nothing
                 raise OutputError(f"call {call} claimed {claimed} bytes of outputs, more than the job's memory limit of {self.memory_bytes}")
-            return [read_file(self.workdir, call, i, dtype, shape) for i, (dtype, shape, _) in enumerate(specs)]
+            tensors = [read_file(self.workdir, call, i, dtype, shape) for i, (dtype, shape, _) in enumerate(specs)]
+            self._remove_files(call, len(specs))
+            return tensors
         size = message.get("size")
         if len(fds) != 1 or not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_REGION_BYTES:
             raise OutputError("GPU outputs need one descriptor and a size")
@@ -354,6 +356,23 @@ class Job:
         if any(offset is None for _, _, offset in specs):
             raise OutputError("GPU outputs with a tensor that has no offset")
         return [read_region(region, dtype, shape, offset) for dtype, shape, offset in specs]
+
+    def _remove_files(self, call: str, count: int) -> None:
+        """Delete a call's output files once read: this process holds what they said, and a job folder on /dev/shm
+        is the machine's memory (kept to the job's end, 8 sets of 8 GB outputs went over its limit)."""
+        from pipeline.judge.tensorfile import file_name
+
+        for i in range(count):
+            try:
+                os.unlink(self.workdir / file_name(call, i))
+            except OSError:
+                pass
+
+    def raise_memory_limit(self, memory_bytes: int) -> None:
+        """Hold the job to `memory_bytes` from now on, if that is more than its limit (the problem's sizes became
+        known once it had started). The parent's watch only: a CPU job's own address-space limit stays."""
+        if self.memory_bytes:
+            self.memory_bytes = max(self.memory_bytes, memory_bytes)
 
     def _sample(self, call: object) -> None:
         answer = self.handlers.sample(call) if isinstance(call, str) else None

@@ -48,7 +48,7 @@ class OutputSink:
             raise ValueError(f"not a call name: {call!r}")
         if self.on_gpu and not self.fallback and tensors and all(t.is_cuda for t in tensors):
             try:
-                fd, size, offsets = devicemem.export(tensors)
+                fd, size, offsets = _export(tensors)
             except devicemem.DeviceMemoryError as exc:
                 self.fallback = f"device memory export failed: {exc}"
             else:
@@ -86,6 +86,16 @@ class OutputSink:
         if self.on_gpu:
             return f"files ({self.fallback})" if self.fallback else "device"
         return "files"
+
+
+def _export(tensors: list[torch.Tensor]) -> tuple[int, int, list[int]]:
+    """devicemem.export, tried again once torch's cache has gone back to the driver: the export's memory is drawn
+    outside that cache, and a full cache made GiB outputs fall back to files (slow, and memory on the host)."""
+    try:
+        return devicemem.export(tensors)
+    except devicemem.DeviceMemoryError:
+        torch.cuda.empty_cache()
+        return devicemem.export(tensors)
 
 
 def _allocate(fd: int, nbytes: int) -> None:

@@ -170,8 +170,8 @@ def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | 
         result["failure"] = {"status": failure.status, "message": failure.message, "detail": failure.detail}
     except torch.OutOfMemoryError:  # outside the candidate's calls: the problem does not fit as judged
         result["failure"] = {"status": "infra_error", "message": f"out of GPU memory while the judge's worker prepared a call "
-                             f"(phase {job.phase_starts[-1][0] if job.phase_starts else 'start-up'}): the problem does not fit this GPU as judged",
-                             "detail": traceback.format_exc()}
+                             f"(phase {job.phase_starts[-1][0] if job.phase_starts else 'start-up'}): the problem does not fit this GPU as judged"
+                             f"{device_memory_story()}", "detail": traceback.format_exc()}
     except Exception as exc:  # the worker's own fault: a verdict that says so, not a silent exit
         result["failure"] = {"status": "infra_error", "message": f"the judge's worker failed: {type(exc).__name__}: {exc}",
                              "detail": traceback.format_exc()}
@@ -182,9 +182,20 @@ def run_job(spec_path: str, isolation: dict[str, Any] | None = None, job: Job | 
     return 0
 
 
+def device_memory_story() -> str:
+    """What this process held of the GPU and what was free when it ran out (' (...)'), or '' if CUDA cannot say."""
+    try:
+        free, total = torch.cuda.mem_get_info()
+        held = torch.cuda.memory_reserved()
+    except Exception:
+        return ""
+    gb = 2**30
+    return f" (this worker held {held / gb:.3g} GB; {free / gb:.3g} GB of the GPU's {total / gb:.3g} GB were free)"
+
+
 def _reference_failure(exc: Exception) -> str:
     if isinstance(exc, torch.OutOfMemoryError):
-        return f"the reference ran out of device memory: the problem does not fit this GPU as judged ({exc})"
+        return f"the reference ran out of device memory: the problem does not fit this GPU as judged{device_memory_story()} ({exc})"
     return f"the reference raised {type(exc).__name__}: {exc}"
 
 
@@ -221,23 +232,43 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
         inputs = list(get_inputs())
         if transform == "signed":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 1)
-            inputs = [torch.randn(v.shape, generator=gen, device=device).to(v.dtype) if _floating(v) else v for v in inputs]
+            _replace(inputs, lambda v: torch.randn(v.shape, generator=gen, device=device).to(v.dtype))
         elif transform == "scaled":
-            inputs = [v * input_set["scale"] if _floating(v) else v for v in inputs]
+            _replace(inputs, lambda v: v * input_set["scale"])
         elif transform == "outliers":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
-            inputs = [_with_outliers(v, gen) if _floating(v) else v for v in inputs]
-    return to_device(inputs, device)
+            _replace(inputs, lambda v: _with_outliers(v, gen))
+    inputs = to_device(inputs, device)
+    if device.type == "cuda" and tensor_bytes(inputs) > KEEP_ON_DEVICE_BYTES:
+        # what drawing them left in torch's cache goes back to the driver, for the other worker, the judge and the
+        # outputs' export (cuMemCreate draws outside this cache); in the candidate's worker this runs before the poison
+        torch.cuda.empty_cache()
+    return inputs
+
+
+def _replace(inputs: list[Any], transform) -> None:
+    """Transform the floating inputs in order, one at a time, so each original can go before the next is made."""
+    for k, v in enumerate(inputs):
+        if _floating(v):
+            inputs[k] = transform(v)
+        del v
 
 
 def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """About 1% of the elements replaced by values of magnitude 50 to 1000, each with the sign of the element it
     replaces. (Random signs made sums of outliers that cancel to near zero, where the fp32 reference itself is
     further than 1e-4 from the exact value: a correct kernel failed there. The signed trial covers signs.)"""
-    picked = torch.rand(value.shape, generator=gen, device=value.device) < OUTLIER_SHARE
-    size = 50 + 950 * torch.rand(value.shape, generator=gen, device=value.device)
-    sign = torch.where(value < 0, -1.0, 1.0)
-    return torch.where(picked, (size * sign).to(value.dtype), value)
+    out = torch.empty(value.shape, dtype=value.dtype, device=value.device)
+    source, target = value.reshape(-1), out.view(-1)
+    # chunk by chunk: its masks and draws were 4 float32 copies of a GiB input at once (a tensor of one chunk or
+    # fewer draws exactly the values it drew whole)
+    for i in range(0, source.numel(), CHUNK):
+        v = source[i : i + CHUNK]
+        picked = torch.rand(v.shape, generator=gen, device=v.device) < OUTLIER_SHARE
+        size = 50 + 950 * torch.rand(v.shape, generator=gen, device=v.device)
+        sign = torch.where(v < 0, -1.0, 1.0)
+        target[i : i + CHUNK] = torch.where(picked, (size * sign).to(v.dtype), v)
+    return out
 
 
 OUTLIER_SHARE = 0.01
@@ -261,6 +292,12 @@ def _sum64(v: torch.Tensor) -> float:
     return float(sum(torch.sum(flat[i : i + CHUNK], dtype=torch.float64) for i in range(0, flat.numel(), CHUNK))) if flat.numel() else 0.0
 
 
+def _all_finite(t: torch.Tensor) -> bool:
+    """Whether every element is finite, chunk by chunk (no mask the size of a GiB output)."""
+    flat = t.detach().reshape(-1)
+    return all(bool(flat[i : i + CHUNK].isfinite().all()) for i in range(0, flat.numel(), CHUNK))
+
+
 def flatten_output(out: Any) -> tuple[str, list[Any]]:
     """('tensor', [t]) or ('tuple:N', items) or ('list:N', items); anything else is described by its type name."""
     if isinstance(out, torch.Tensor):
@@ -280,13 +317,26 @@ def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
     for i in range(0, fa.numel(), CHUNK):
-        x, y = fa[i : i + CHUNK], fb[i : i + CHUNK]
+        x, y = fa[i : i + CHUNK].to(fb.device), fb[i : i + CHUNK]  # `a` may be the host's copy of `b`
         if a.is_floating_point():
             if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
                 return False
         elif not bool(torch.equal(x, y)):
             return False
     return True
+
+
+KEEP_ON_DEVICE_BYTES = 1 << 30  # input sets up to this size are kept whole on the device between calls
+
+
+def mutation_copy(inputs: list[Any], output_bytes: int) -> list[torch.Tensor | None]:
+    """A copy of every input tensor, to tell afterwards whether the call wrote one: on the device when it has room
+    for the copy and the call's outputs twice over besides, else on the host (GiB inputs on a full card)."""
+    copy_bytes = tensor_bytes(inputs)
+    host = False
+    if copy_bytes > KEEP_ON_DEVICE_BYTES and any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs):
+        host = torch.cuda.mem_get_info()[0] < copy_bytes + 2 * output_bytes
+    return [(v.to("cpu", copy=True) if host else v.clone()) if isinstance(v, torch.Tensor) else None for v in inputs]
 
 
 def model_bytes(model: torch.nn.Module) -> int:
@@ -397,7 +447,7 @@ class ReferenceRun:
         self.result["structure"][name] = {"kind": kind, "tensors": [describe(t) for t in tensors]}
         if name.startswith("trial_"):
             degeneracy.add(tensors)
-        elif input_set.get("transform") and any(t.is_floating_point() and not bool(t.isfinite().all()) for t in tensors):
+        elif input_set.get("transform") and any(t.is_floating_point() and not _all_finite(t) for t in tensors):
             unusable.append(name)
 
     def record(self, input_set: dict[str, Any], out: Any) -> None:
@@ -417,6 +467,7 @@ class ReferenceRun:
         self.result["ops"] = sorted(self.result["work"]["ops"])
         self.result["flops"] = int(flop_counter.get_total_flops())
         self.result["min_bytes"] = tensor_bytes(inputs) + model_bytes(model) + out_bytes
+        self.result["input_bytes"], self.result["weight_bytes"] = tensor_bytes(inputs), model_bytes(model)  # for the judge's limits
 
     def time_baselines(self, model: torch.nn.Module, sets: list[list[Any]]) -> None:
         job, opts = self.job, self.job.options
@@ -761,7 +812,7 @@ class CandidateRun:
         cannot edit it) and its outputs follow (subsampled where the judge says)."""
         sums = checksum(inputs)
         self.result["checksums"][name] = sums
-        before = [v.clone() if isinstance(v, torch.Tensor) else None for v in inputs]
+        before = mutation_copy(inputs, self.poison_bytes())
         processes_before = self.candidate_processes()
         starts_before = self.starts()
         self.poison()
@@ -855,6 +906,11 @@ class CandidateRun:
         finally:
             self.guards.active = False
 
+    def poison_bytes(self) -> int:
+        """Bytes of the reference's outputs of one call, as the judge told them (the poison's shapes)."""
+        return sum(math.prod(shape) * torch.empty((), dtype=getattr(torch, dtype)).element_size()
+                   for shape, dtype in self.job.spec.get("poison", []))
+
     def poison(self) -> None:
         """Fill memory the allocator will hand out next with NaN, so outputs that are never written show up."""
         for shape, dtype in self.job.spec.get("poison", []):
@@ -873,10 +929,15 @@ class CandidateRun:
             self.call(model, inputs, input_set["name"], sample=False)
             if i == 0:
                 job.phase("correctness")
-                first_inputs = inputs
+                # GiB inputs are not held through the other sets' calls: the repeats draw them again (same seed,
+                # same values), so one input set is on the device at a time
+                first_inputs = inputs if tensor_bytes(inputs) <= KEEP_ON_DEVICE_BYTES else None
             del inputs
         for k in range(job.options["repeat_calls"]):
+            if first_inputs is None:
+                first_inputs = make_inputs(get_inputs, plan["input_sets"][0], job.device)
             self.call(model, first_inputs, f"repeat_{k + 1}", sample=True)
+        del first_inputs
         job.phase("audit")
         audit = plan["audit_set"]
         self.call(model, make_inputs(get_inputs, audit, job.device), audit["name"], sample=True)

@@ -1,0 +1,171 @@
+"""The judge's footprint: a stated multiple of what the problem needs, limits that follow it and the machine, and a
+verdict with the numbers for a problem the machine cannot hold (CPU, deterministic, no timings)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pipeline.judge import compare, limits, sandbox, worker
+from pipeline.judge.judge import Judge, Reference
+from pipeline.judge.tensorfile import file_name
+from pipeline.problems.loader import load_candidate
+from pipeline.types import EvalOptions, Status
+
+from .conftest import FIXTURES, problem
+
+GB = 2**30
+
+
+def test_the_device_footprint_is_the_stated_multiple_of_the_problem():
+    """I = O = 4 GB, no weights, two sets ahead: 3I + 8O plus the comparison's chunks and two contexts' slack."""
+    footprint = limits.Footprint(4 * GB, 4 * GB, 0, ahead_sets=2, timed_sets=3)
+    assert footprint.problem_bytes == 8 * GB
+    expected = 3 * 4 * GB + 8 * 4 * GB + limits.COMPARE_BYTES + 2 * limits.DEVICE_RESERVE_BYTES
+    assert footprint.device_bytes() == expected
+    assert footprint.device_bytes() < 80 * GB  # the norm problem that ran out of memory on an 80 GB H100 fits
+
+
+def test_the_timed_phase_decides_when_inputs_dwarf_outputs():
+    footprint = limits.Footprint(10 * GB, 1, 0, ahead_sets=2, timed_sets=3)
+    assert footprint.device_bytes() == 4 * 10 * GB + 2 + 2 * limits.DEVICE_RESERVE_BYTES
+
+
+def test_weights_count_once_per_process_that_holds_the_model():
+    light, heavy = limits.Footprint(GB, GB, 0), limits.Footprint(GB, GB, 5 * GB)
+    assert heavy.device_bytes() - light.device_bytes() == 2 * 5 * GB  # candidate and reference at once
+
+
+def test_a_small_problem_keeps_the_default_limit(monkeypatch):
+    monkeypatch.delenv(limits.MEMORY_VARIABLE, raising=False)
+    small = limits.Footprint(1 << 20, 1 << 20, 1 << 20)
+    assert limits.problem_limits(small, "cuda") == limits.default_limits()
+    assert limits.problem_limits(small, "cpu") == limits.default_limits()
+
+
+def test_a_large_problem_raises_the_limit_but_never_past_the_machine(monkeypatch):
+    monkeypatch.delenv(limits.MEMORY_VARIABLE, raising=False)
+    monkeypatch.setattr(limits, "machine_memory_bytes", lambda: 128 * GB)
+    conv = limits.Footprint(GB, 8 * GB, 0, ahead_sets=2)  # the 2-D convolution with an 8 GB output
+    assert conv.job_host_bytes("cuda") == limits.BASE_HOST_BYTES + GB + 3 * 8 * GB  # files of A + 1 sets at most
+    assert limits.problem_limits(conv, "cuda").memory_bytes == 64 * GB  # within the default: unchanged
+    bigger = limits.Footprint(GB, 20 * GB, 0, ahead_sets=2)
+    assert limits.problem_limits(bigger, "cpu").memory_bytes == limits.BASE_HOST_BYTES + 2 * GB + 4 * 20 * GB
+    huge = limits.Footprint(100 * GB, 100 * GB)
+    assert limits.problem_limits(huge, "cpu").memory_bytes == 128 * GB
+
+
+def test_an_explicit_memory_limit_is_kept_as_is(monkeypatch):
+    monkeypatch.setenv(limits.MEMORY_VARIABLE, "2")
+    huge = limits.Footprint(100 * GB, 100 * GB)
+    assert limits.problem_limits(huge, "cpu").memory_bytes == 2 * GB
+
+
+def test_does_not_fit_names_needed_and_available_bytes():
+    footprint = limits.Footprint(30 * GB, 30 * GB, 0, ahead_sets=2, timed_sets=3)
+    why = footprint.does_not_fit("cuda", 1024 * GB, 80 * GB)
+    assert why.startswith("the problem cannot be judged on this GPU")
+    assert f"{footprint.device_bytes() / GB:.3g} GB of GPU memory" in why and "the GPU has 80 GB" in why
+    assert "one input set 30 GB, its outputs 30 GB" in why
+    host = footprint.does_not_fit("cpu", 64 * GB, None)
+    assert host.startswith("the problem cannot be judged on this machine") and "the machine has 64 GB" in host
+    assert limits.Footprint(GB, GB).does_not_fit("cuda", 128 * GB, 80 * GB) == ""
+
+
+def test_the_gpu_host_need_leaves_out_the_file_fallback():
+    """Output files are a fallback the job's limit allows for; they do not make a problem unjudgeable."""
+    conv = limits.Footprint(GB, 8 * GB, 0, ahead_sets=2)
+    assert conv.host_need_bytes("cuda") == 2 * limits.BASE_HOST_BYTES + GB
+    assert conv.does_not_fit("cuda", 64 * GB, 80 * GB) == ""
+
+
+def _judge(device: str = "cpu") -> Judge:
+    judge = object.__new__(Judge)  # no worker pool: only the arithmetic is under test
+    judge.options = EvalOptions(device=device, correctness_trials=5, timing=False)
+    return judge
+
+
+def _reference(outputs: list[list[int]], **sizes) -> Reference:
+    structure = {"trial_1": {"kind": "tensor", "tensors": [{"dtype": "float32", "shape": s} for s in outputs]}}
+    return Reference({"structure": structure, **sizes}, compare.Degeneracy(False), ("signed", "scaled", "outliers"))
+
+
+def test_the_judge_reads_the_footprint_from_the_reference_facts():
+    reference = _reference([[1024, 1024]], input_bytes=3 << 20, weight_bytes=1 << 20, min_bytes=8 << 20)
+    footprint = _judge().footprint(reference)
+    assert (footprint.input_bytes, footprint.output_bytes, footprint.weight_bytes) == (3 << 20, 4 << 20, 1 << 20)
+    assert footprint.ahead_sets == 5 + 3  # 2 GiB of 4 MiB sets covers every checked set
+    assert footprint.timed_sets == 0
+
+
+def test_facts_cached_before_the_sizes_were_recorded_still_give_a_footprint():
+    reference = _reference([[1024, 1024]], min_bytes=10 << 20)
+    footprint = _judge().footprint(reference)
+    assert footprint.input_bytes == 6 << 20 and footprint.weight_bytes == 0
+
+
+def test_large_outputs_run_at_most_two_sets_ahead():
+    reference = _reference([[1 << 30]], input_bytes=GB)  # 4 GiB of float32
+    assert _judge()._ahead(reference) == 2
+    assert _judge().footprint(reference).ahead_sets == 2
+
+
+def test_a_problem_the_machine_cannot_hold_gets_a_verdict_with_the_numbers(monkeypatch):
+    """The check needs more host memory than the machine has: an infra_error that says so, naming both sizes,
+    before any candidate call (never a memory kill, never the candidate's fault)."""
+    monkeypatch.setattr(limits, "BASE_HOST_BYTES", 1 << 50)  # the parent's arithmetic only
+    options = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1, compile_timeout_s=60, run_timeout_s=60)
+    with Judge(options, cache_dir=None) as judge:
+        result = judge.evaluate(problem("level1/23_Softmax.py"), load_candidate(FIXTURES / "candidates" / "softmax_ok.py"))
+    assert result.status is Status.INFRA_ERROR
+    assert result.reason.startswith("the problem cannot be judged on this machine: the judge needs about")
+    assert f"the machine has {limits.machine_memory_bytes() / GB:.3g} GB" in result.reason
+    assert not result.trials
+
+
+def test_a_read_output_file_is_deleted(tmp_path):
+    """Files a job hands outputs over in are memory on /dev/shm: gone once the judge has read them."""
+    for i in range(2):
+        (tmp_path / file_name("trial_1", i)).write_bytes(b"\0" * 8)
+    (tmp_path / file_name("trial_2", 0)).write_bytes(b"\0" * 8)
+    sandbox.Job._remove_files(SimpleNamespace(workdir=tmp_path), "trial_1", 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [file_name("trial_2", 0)]
+
+
+def test_the_mutation_copy_of_cpu_inputs_is_a_clone_and_still_sees_a_write():
+    inputs = [torch.arange(6.0), 3, torch.ones(2, dtype=torch.int64)]
+    before = worker.mutation_copy(inputs, output_bytes=24)
+    assert before[1] is None and before[0] is not inputs[0]
+    inputs[0][2] = -1.0
+    assert not worker.same_tensor(before[0], inputs[0]) and worker.same_tensor(before[2], inputs[2])
+
+
+def test_a_float64_sum_chunk_by_chunk_gives_the_same_degeneracy(monkeypatch):
+    t = torch.full((1000,), 3.0)
+    whole = compare.DegeneracyWatch()
+    whole.add([t])
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
+    chunked = compare.DegeneracyWatch()
+    chunked.add([t])
+    assert whole.verdict() == chunked.verdict() and chunked.verdict().degenerate
+    assert compare._sum64(torch.arange(1000.0)) == pytest.approx(499500.0)
+
+
+def _outliers_whole(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The outlier trial as it was drawn before it went chunk by chunk."""
+    picked = torch.rand(value.shape, generator=gen) < worker.OUTLIER_SHARE
+    size = 50 + 950 * torch.rand(value.shape, generator=gen)
+    return torch.where(picked, (size * torch.where(value < 0, -1.0, 1.0)).to(value.dtype), value)
+
+
+def test_outliers_drawn_chunk_by_chunk_are_the_same_values_on_inputs_of_one_chunk(monkeypatch):
+    for value in (torch.randn(16, 64), torch.randn(3, 5, 7).half(), torch.randn(8, 6).t()):
+        whole = _outliers_whole(value, torch.Generator().manual_seed(3))
+        assert torch.equal(worker._with_outliers(value, torch.Generator().manual_seed(3)), whole)
+    monkeypatch.setattr(worker, "CHUNK", 1000)
+    value = torch.randn(100_000)
+    drawn = worker._with_outliers(value, torch.Generator().manual_seed(5))
+    share = float((drawn != value).float().mean())
+    assert drawn.shape == value.shape and 0.005 < share < 0.015 and float(drawn.abs().max()) >= 50
