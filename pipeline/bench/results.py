@@ -211,10 +211,11 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
              f"{'finished ' + run.finished_at if run.finished_at else 'status ' + run.status}.",
              "", "Problems by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) + "."]
     correct = [r for r in table if r["correct"]]
-    if correct:
-        unverified = [r for r in correct if not r.get("reverified")]
-        lines += ["", f"{len(correct) - len(unverified)} of the {len(correct)} verified kernels were judged again in a fresh process on a "
-                  "held-out seed" + (f"; {len(unverified)} carry their verdict from the search, the wall budget having run out first "
+    kept = [r for r in correct if not r.get("keeps_reference", True)]
+    if kept:
+        unverified = [r for r in kept if not r.get("reverified")]
+        lines += ["", f"{len(kept) - len(unverified)} of the {len(kept)} kernels kept as best.py were judged again in a fresh process on a "
+                  "held-out seed" + (f"; {len(unverified)} carry their verdict from the search "
                                     f"({', '.join(cell(r['problem']) for r in unverified[:8])}{', ...' if len(unverified) > 8 else ''})" if unverified else "") + "."]
     slower = [r for r in table if r.get("versus_compile")]
     if slower:

@@ -106,8 +106,8 @@ class SplitK:
     """A @ B = sum_s A[:, s-th K slice] @ B[s-th K slice, :]: a batched GEMM over S slices of K, then a sum over
     S that also runs the epilogue (after `reshape_sinking`). For GEMMs whose output tiles cannot fill the GPU."""
 
-    def __init__(self, slices: int) -> None:
-        self.slices = slices
+    def __init__(self, slices: int, exact: bool = False) -> None:
+        self.slices, self.exact = slices, exact  # exact: cut only fp32 GEMMs too long to sum in one pass at 1e-4
         self.used: list[int] = []  # slices of each GEMM it split
 
     def __call__(self, node: Node, rw: Rewriter) -> V | None:
@@ -116,7 +116,12 @@ class SplitK:
         a, b = (rw.map[v.id] for v in node.args)
         m, n = node.shape
         k = rw.node(a).shape[1]
-        s = min(self.slices, split_k_slices(m, n, k))  # only GEMMs whose tiles leave SMs idle are split
+        if self.exact:
+            from pipeline.expert.precision import exact_slices
+
+            s = exact_slices(k) if node.dtype == "float32" else 1
+        else:
+            s = min(self.slices, split_k_slices(m, n, k))  # only GEMMs whose tiles leave SMs idle are split
         if s < 2 or k % s:
             return None
         self.used.append(s)
@@ -450,6 +455,12 @@ def lower_rules(graph: Graph, options: Options) -> tuple[Graph, list[str]]:
         return graph, applied
     graph, lowered = apply(graph, LOWERING_RULES)
     applied += lowered
+    if options.precision in ("planned", "ieee"):  # exact fp32 sums past one pass's reach: K cut into slices
+        exact = SplitK(0, exact=True)
+        graph, changed = Rewriter(graph).run(exact)
+        if changed:
+            graph, _ = apply(graph, (("reshape_sinking", lambda: reshape_sinking),))
+            applied.append(f"exact_split_k_{max(exact.used)}")
     if options.split_k > 1:
         split = SplitK(options.split_k)
         graph, changed = Rewriter(graph).run(split)

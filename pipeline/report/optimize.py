@@ -29,7 +29,8 @@ class Outcome:
     reference: dict[str, Any]  # the reference worker's result (baselines, environment)
     replayed_calls: int
     verify_seed: int | None = None  # the held-out seed `final` was judged on (weights, inputs, trials)
-    reverify_skipped: str = ""  # why the winner was not re-verified (the wall budget): `final` is then its search verdict
+    reverify_skipped: str = ""  # why the winner was not re-verified (it is not best.py): `final` is then its search verdict
+    reverify_past_budget_s: float = 0.0  # how far the re-verification ran past the wall budget, if it did
     profile: dict[str, Any] | None = None  # the kept kernel's ProfileReport (JSON) where the run profiled it
 
     @property
@@ -63,12 +64,12 @@ class Outcome:
         if self.best_is_reference:
             why = f" (the winner failed re-verification: {self.final.reason})" if self.final else ""
             return f"no candidate passed the judge{why}: best.py is the reference itself"
-        kernel, unverified = ("a kernel that passed the judge", " (not re-verified: the budget ran out)") if self.reverify_skipped else ("a verified kernel", "")
+        kernel, unverified = ("a kernel that passed the judge", f" (not re-verified: {self.reverify_skipped})") if self.reverify_skipped else ("a verified kernel", "")
         if self.beats_eager is None:
             return f"{kernel} (correctness only on this device: not timed){unverified}"
         speed = ", ".join(f"{v:.3f}x vs {k}" for k, v in self.final.speedups.items())
         if not self.beats_eager:
-            return f"nothing beat the reference: best.py is the reference itself (the fastest verified candidate, {self.progress.best_id}, reached {speed}){unverified}"
+            return f"nothing beat the reference: best.py is the reference itself (the fastest verified candidate, {self.progress.best_id}, reached {speed})"
         return f"{kernel}, {speed}{unverified}"
 
 
@@ -142,6 +143,9 @@ def report(outcome: Outcome) -> str:
     elif outcome.final is not None:
         seed = f", held-out seed {outcome.verify_seed}" if outcome.verify_seed is not None else ""
         lines += ["", f"## Final verdict (fresh process{seed})", "", f"{outcome.final.status.value}: {outcome.final.reason}"]
+        if outcome.reverify_past_budget_s > 0:
+            lines += ["", f"The re-verification ended {outcome.reverify_past_budget_s:.0f} s past the wall budget: a kernel kept as "
+                      "best.py is always judged again."]
     return "\n".join(lines) + "\n"
 
 
@@ -162,6 +166,7 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "verification_seed": outcome.verify_seed,
         "reverified": outcome.final is not None and not outcome.reverify_skipped,
         "reverify_skipped": outcome.reverify_skipped,
+        "reverify_past_budget_s": round(outcome.reverify_past_budget_s, 1),
         "baselines": outcome.reference.get("baselines", {}),
         "decisions": [dataclasses.asdict(d) for d in outcome.progress.decisions],
         "attempts": [dataclasses.asdict(a) for a in outcome.progress.attempts],

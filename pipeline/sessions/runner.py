@@ -115,16 +115,22 @@ def run_session(store: Store, session_id: str, *, echo: Callable[[str], None] | 
         progress = optimizer.run()
         reference = judge.reference(problem)
     verify = dataclasses.replace(options, seed=options.seed + HELD_OUT_SEED_OFFSET)
-    skipped = _no_time_to_reverify(store, problem, progress.best_source, verify, settings.budget.max_wall_s, optimizer)
+    skipped, past_s = _not_kept(progress.best_result), 0.0
     if skipped:
-        events(f"re-verification skipped: {skipped}; the winner's verdict from the search stands, marked as such", "reverify_skipped")
+        events(f"re-verification skipped: {skipped}", "reverify_skipped")
         final = progress.best_result
     else:
-        events(f"re-verifying the winner in a fresh process, on held-out seed {verify.seed}", "reverify")
+        if progress.best_source is not None:
+            events(f"re-verifying the winner in a fresh process, on held-out seed {verify.seed}", "reverify")
         final = reverify(store, problem, work_dir, progress.best_source, verify, lock)
+        past_s = _past_budget_s(settings.budget.max_wall_s, optimizer)
+        if past_s > 0:
+            events(f"the re-verification ended {past_s:.0f} s past the {settings.budget.max_wall_s:g} s wall budget: a kernel "
+                   "kept as best.py is always judged again", "reverify_past_budget")
     replayed = built.transport.replayed if built.transport else 0
     outcome = Outcome(problem, session_id, options, built.backend.name, progress, final, built.ledger, reference.result, replayed,
                       verify_seed=verify.seed if final is not None and not skipped else None, reverify_skipped=skipped,
+                      reverify_past_budget_s=past_s,
                       profile=winner_profile(store, problem, progress.best_source, progress.best_result, final))
     write_outputs(work_dir, outcome)
     store.update_session(session_id, outcome=outcome_summary(outcome), environment=dict(reference.result.get("environment", {})))
@@ -202,19 +208,17 @@ def _record_ending(store: Store, session_id: str, status: str, message: str) -> 
         print(f"egg worker: could not record that the session {status}: {error}", file=sys.stderr, flush=True)
 
 
-def _no_time_to_reverify(store: Store, problem: Problem, source: str | None, options: EvalOptions, budget_s: float | None, optimizer) -> str:
-    """Why the winner is not re-verified within the wall budget ("" when it is): the budget left is shorter than
-    the re-verification is expected to take (a verdict already stored costs nothing)."""
-    if budget_s is None or source is None or _stored_reverification(store, problem, source, options) is not None:
+def _not_kept(best: EvalResult | None) -> str:
+    """Why the search's winner is not judged again ("" when it is): only a kernel that best.py will be is
+    re-verified; one slower than eager leaves best.py the reference. A winner is never left unverified for the wall
+    budget: its time is reserved from the start, and a run whose estimate fell short ends past the budget."""
+    if best is None or not best.ok or not best.speedups or best.speedups.get("eager", 0.0) > 1.0:
         return ""
-    left, need = budget_s - (optimizer.clock() - optimizer.started), optimizer.reverify_estimate_s()
-    if left > 0 and left >= need:
-        return ""
-    return f"{max(left, 0.0):.0f} s of the {budget_s:g} s budget were left, and it needs about {need:.0f} s"
+    return f"best.py is the reference: the fastest verified kernel reached {best.speedups['eager']:.3f}x of eager"
 
 
-def _stored_reverification(store: Store, problem: Problem, source: str, options: EvalOptions) -> dict | None:
-    return store.verdict(problem.fingerprint, fingerprint_text(source), _reverify_key(options))
+def _past_budget_s(budget_s: float | None, optimizer) -> float:
+    return max(0.0, optimizer.clock() - optimizer.started - budget_s) if budget_s is not None else 0.0
 
 
 def _reverify_key(options: EvalOptions) -> str:

@@ -41,6 +41,7 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("library_transposed_conv", tiny("4_ConvTranspose2d_Swish_BiasAdd"), Options(), "library_call", "F.conv_transpose2d("),
     ("matvec_as_reduction", tiny("5_GEMV"), Options(), "matvec_as_reduction", "tl.sum("),
     ("split_k", fixture("small_gemm_long_k"), Options(split_k=16), "split_k_8", "tl.sum("),
+    ("exact_split_k", fixture("long_k_gemm"), Options(), "exact_split_k_2", "tl.sum("),
     ("control_flow", fixture("control_flow"), Options(), "triton_gemm_epilogue", "tl.dot"),
     ("split_reduction", fixture("batchnorm_few_channels"), Options(split=True), "split_reduction", "self.bn.running_var"),
     ("split_single_axis", fixture("long_rows_norm"), Options(split=True, algebra=True), "one_pass_moments", "tl.maximum("),

@@ -95,3 +95,16 @@ def test_a_round_whose_profile_would_eat_the_re_verification_is_not_begun(tmp_pa
     assert profiled == [] and [(a.origin, a.status) for a in progress.attempts] == [("seed", "ok")]
     assert progress.stopped.startswith("60 s of wall time")
     assert 60.0 - (clock() - optimizer.started) >= optimizer.reverify_estimate_s()
+
+
+def test_only_the_kernel_best_py_will_be_is_re_verified():
+    """A verified kernel slower than eager leaves best.py the reference: it is not judged again, and says why; one
+    that beats eager (or an untimed one, on the CPU) always is."""
+    from pipeline.sessions.runner import _not_kept
+
+    problem, candidate = Problem("/p.py", "p", None, None, "fp"), Candidate("/c.py", "fp")
+    slow = EvalResult(Status.OK, "", problem, candidate, "cuda", speedups={"eager": 0.442, "compile": 0.44})
+    fast = EvalResult(Status.OK, "", problem, candidate, "cuda", speedups={"eager": 1.5})
+    untimed = EvalResult(Status.OK, "", problem, candidate, "cpu")
+    assert _not_kept(slow) == "best.py is the reference: the fastest verified kernel reached 0.442x of eager"
+    assert _not_kept(fast) == _not_kept(untimed) == _not_kept(None) == ""
