@@ -74,6 +74,7 @@ class EvalOptions:
     head_start_ms: float = 2.0  # the longest until_launched spin (a call that waits for the GPU is not deadlocked)
     baselines: tuple[str, ...] = ("eager", "compile")  # timed by the same function as the candidate
     cuda_graph: bool = False  # also time CUDA-graph replay of the candidate and the eager reference
+    other_shapes: bool = True  # after a pass, judge the candidate on inputs of other shapes (pipeline.judge.shapes)
     subsample_above: int = 1 << 22  # outputs of extra calls (repeats, audit, timed) larger than this many
     # elements are compared on a strided subsample of about as many elements (the 5 trials and the signed one: whole)
 
@@ -161,6 +162,7 @@ class EvalResult:
     # worker_waited_for_plan, worker_import_construct, worker_calls, worker_timing)
     input_seeds: dict[str, int] = field(default_factory=dict)  # the seed of every input set this check drew (from
     # the operating system's randomness, told to the candidate only call by call): enough to reproduce its inputs
+    generality: str = ""  # on inputs of other shapes: "general", "specialised to the problem's shapes", or "" (not judged there)
     reference_source: str = ""  # where the reference's facts came from: memory, disk or computed (its outputs are
     # computed afresh for every check's inputs)
 

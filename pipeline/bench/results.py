@@ -52,7 +52,7 @@ def row_for(item: BenchItemRecord, session: SessionRecord | None) -> dict[str, A
     row: dict[str, Any] = {
         "problem": item.problem, "level": item.level, "status": item.status, "correct": correct,
         "best_is_reference": bool(outcome.get("best_is_reference", True)), "keeps_reference": bool(outcome.get("keeps_reference", True)),
-        "reverified": bool(outcome.get("reverified")), "headline": outcome.get("headline", ""),
+        "reverified": bool(outcome.get("reverified")), "headline": outcome.get("headline", ""), "generality": outcome.get("generality", ""),
         "candidates": outcome.get("candidates", 0), "stopped": outcome.get("stopped", ""),
         "kernel_ms": _ms(timing) if correct else None,
     }
@@ -217,6 +217,11 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
         lines += ["", f"{len(kept) - len(unverified)} of the {len(kept)} kernels kept as best.py were judged again in a fresh process on a "
                   "held-out seed" + (f"; {len(unverified)} carry their verdict from the search "
                                     f"({', '.join(cell(r['problem']) for r in unverified[:8])}{', ...' if len(unverified) > 8 else ''})" if unverified else "") + "."]
+    shaped = [r for r in correct if r.get("generality")]
+    if shaped:
+        general = sum(r["generality"] == "general" for r in shaped)
+        lines += ["", f"On inputs of other shapes (the batch halved, then odd), {general} of the {len(shaped)} verified kernels judged "
+                  f"there are general and {len(shaped) - general} specialised to the problem's shapes (refusing others in one line)."]
     slower = [r for r in table if r.get("versus_compile")]
     if slower:
         lines += ["", f"{len(slower)} of the {sum(1 for r in table if r['correct'] and not r.get('keeps_reference', True))} kernels kept "

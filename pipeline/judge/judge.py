@@ -121,6 +121,7 @@ class Judge:
         self._references: OrderedDict[str, Reference] = OrderedDict()
         self._environment: dict[str, str] | None = None
         self._warned: set[str] = set()
+        self._derived: Judge | None = None  # judges inputs of other shapes (pipeline.judge.shapes), on the same workers
 
     def __enter__(self) -> Judge:
         return self
@@ -275,8 +276,23 @@ class Judge:
             else:
                 note = Flag("side_stream_retimed", f"the first timing failed the side-stream check ({first.detail}); this second one decides")
                 verdict = dataclasses.replace(again, flags=(*again.flags, note))
+        if verdict.ok and self.options.other_shapes:
+            verdict = self._other_shapes(problem, candidate, verdict)
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
+
+    def _other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
+        """The passing candidate judged on inputs of other shapes (pipeline.judge.shapes): a wrong answer there
+        fails the verdict; a clean refusal marks it specialised."""
+        from pipeline.judge import shapes
+
+        if self._derived is None:
+            self._derived = Judge(shapes.derived_options(self.options), pool=self.pool, auditor=self.auditor, cache_dir=self.cache)
+            self._derived._warned = self._warned  # one warning per process, whichever judge meets it first
+        started = time.monotonic()
+        report = shapes.check_other_shapes(self._derived, problem, candidate, default_cache_root() / "derived")
+        checked = report.apply(verdict)
+        return dataclasses.replace(checked, judge_phase_s=dict(checked.judge_phase_s, other_shapes=round(time.monotonic() - started, 3)))
 
     def _evaluate_once(self, problem: Problem, candidate: Candidate) -> EvalResult:
         base = EvalResult(Status.INFRA_ERROR, "", problem, candidate, self.options.device)

@@ -142,7 +142,8 @@ def report(outcome: Outcome) -> str:
                   if outcome.final else f"The winner was not re-verified: {outcome.reverify_skipped}."]
     elif outcome.final is not None:
         seed = f", held-out seed {outcome.verify_seed}" if outcome.verify_seed is not None else ""
-        lines += ["", f"## Final verdict (fresh process{seed})", "", f"{outcome.final.status.value}: {outcome.final.reason}"]
+        shapes = f" On inputs of other shapes: {outcome.final.generality}." if outcome.final.generality else ""
+        lines += ["", f"## Final verdict (fresh process{seed})", "", f"{outcome.final.status.value}: {outcome.final.reason}.{shapes}"]
         if outcome.reverify_past_budget_s > 0:
             lines += ["", f"The re-verification ended {outcome.reverify_past_budget_s:.0f} s past the wall budget: a kernel kept as "
                       "best.py is always judged again."]
@@ -166,6 +167,7 @@ def evidence(outcome: Outcome) -> dict[str, Any]:
         "verification_seed": outcome.verify_seed,
         "reverified": outcome.final is not None and not outcome.reverify_skipped,
         "reverify_skipped": outcome.reverify_skipped,
+        "generality": outcome.final.generality if outcome.final else "",
         "reverify_past_budget_s": round(outcome.reverify_past_budget_s, 1),
         "baselines": outcome.reference.get("baselines", {}),
         "decisions": [dataclasses.asdict(d) for d in outcome.progress.decisions],

@@ -19,6 +19,8 @@ def render(result: EvalResult, console: Console) -> None:
     style = _STYLE.get(result.status, "bold red")
     headline = Text.assemble((result.status.value.upper(), style), "  ", result.reason)
     parts = [headline, Text(f"candidate {result.candidate.path}\nproblem   {result.problem.path}   device {result.device}", style="dim")]
+    if result.generality:
+        parts.append(Text(f"on inputs of other shapes: {result.generality}"))
     if result.checks:
         parts.append(_checks(result))
     if result.trials:

@@ -252,6 +252,7 @@ def outcome_summary(outcome: Outcome) -> dict[str, Any]:
         "best_is_reference": outcome.best_is_reference,
         "keeps_reference": outcome.keeps_reference,
         "versus_compile": outcome.versus_compile(),  # "" unless best.py is a kernel slower than torch.compile, else why
+        "generality": final.generality if final else "",  # on inputs of other shapes: general, specialised, or not judged
         "best_id": outcome.progress.best_id,  # the fastest verified candidate; best.py is the reference when keeps_reference
         "best_ms": outcome.progress.best_ms,
         "speedups": final.speedups if final and final.ok else {},

@@ -8,7 +8,8 @@ from pipeline.judge import Judge
 from pipeline.problems.loader import load_candidate, load_problem
 from pipeline.types import EvalOptions, EvalResult
 
-CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1)
+# Inputs of other shapes are judged in test_shape_guard.py: the expert's seeds refuse them (their shape guard).
+CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1, other_shapes=False)
 
 
 def judge_source(judge: Judge, problem: Path, source: str, folder: Path, name: str) -> EvalResult:

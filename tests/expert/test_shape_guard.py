@@ -40,3 +40,19 @@ def test_parameters_are_guarded_too(tmp_path):
     source = tiny("7_Linear_Residual_Tanh").read_text()
     init = Lowering.of(source).lower(Options()).source
     assert "_specialised_to('linear.weight', self.linear.weight, (32, 32)" in init
+
+
+def test_the_judge_calls_an_expert_seed_specialised_with_its_guards_words(tmp_path):
+    from pipeline.judge.shapes import SPECIALISED
+    from pipeline.types import Status
+    from tests.expert.judging import CPU, Judge, judge_source, verdict_text
+
+    problem = tiny("23_Softmax")
+    source = Lowering.of(problem.read_text()).lower(Options()).source
+    import dataclasses
+
+    with Judge(dataclasses.replace(CPU, other_shapes=True)) as judge:
+        result = judge_source(judge, problem, source, tmp_path, "softmax_seed")
+    assert result.status is Status.OK and result.generality == SPECIALISED, verdict_text(result)
+    check = next(c for c in result.checks if c.name == "other_shapes")
+    assert "egg: this ModelNew is specialised to x of shape [16, 64]" in check.detail and "got shape [8, 64]" in check.detail

@@ -39,7 +39,8 @@ def private_caches(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cpu_judge():
-    with Judge(EvalOptions(device="cpu", compile_timeout_s=60, run_timeout_s=60)) as judge:
+    # other shapes off: these tests are about one check's calls (tests/judge/test_other_shapes.py has that check's)
+    with Judge(EvalOptions(device="cpu", compile_timeout_s=60, run_timeout_s=60, other_shapes=False)) as judge:
         yield judge
 
 
