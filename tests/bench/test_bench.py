@@ -205,7 +205,13 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
     db, out = tmp_path / "egg.sqlite", tmp_path / "out"
     config = tmp_path / "egg.yaml"  # per-problem budgets from the config (a flag would win)
     config.write_text("bench:\n  max_wall_s: 300\n  max_llm_calls: 7\n  timeout_s: 900\n")
-    args = [str(TINY), "--only", "15_Swish", "--out", str(out), "--config", str(config), *FAST]
+    # the tiny Swish, slowed: every construction of its model waits 2 s, so its session runs for half a minute and the
+    # Ctrl-C always lands inside it (on a loaded machine the plain problem's 16 s could end first)
+    problems = tmp_path / "problems" / "level1"
+    problems.mkdir(parents=True)
+    swish = (TINY / "level1" / "15_Swish.py").read_text()
+    (problems / "15_Swish.py").write_text("import time\n" + swish.replace("def get_init_inputs():\n", "def get_init_inputs():\n    time.sleep(2)\n"))
+    args = [str(problems.parent), "--only", "15_Swish", "--out", str(out), "--config", str(config), *FAST]
     driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
     deadline = time.monotonic() + 300
