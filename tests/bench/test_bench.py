@@ -212,8 +212,11 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
     swish = (TINY / "level1" / "15_Swish.py").read_text()
     (problems / "15_Swish.py").write_text("import time\n" + swish.replace("def get_init_inputs():\n", "def get_init_inputs():\n    time.sleep(2)\n"))
     args = [str(problems.parent), "--only", "15_Swish", "--out", str(out), "--config", str(config), *FAST]
+    # Ctrl-C as a terminal delivers it: SIGINT at its default in the driver (a test worker may run with SIGINT ignored,
+    # which a child inherits, and then Python never turns it into KeyboardInterrupt)
     driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "bench", *args, "--db", str(db)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and driver.poll() is None:  # its worker is running the session
         if db.exists() and items(db).get("level1/15_Swish", {}).get("status") == "running":
