@@ -384,6 +384,9 @@ class Comparer:
         self.shapes: dict[str, list[tuple[str, list[int]]]] = {}  # what the candidate's calls handed over
         self.results: dict[str, TrialResult] = {}
         self._repeats_left = repeats
+        # the first trial's reference cut to each repeat's subsample, taken as the trial itself is compared, so the
+        # whole set goes back at once (a GiB output is not held until the last repeat)
+        self.repeat_refs: dict[str, list[torch.Tensor]] = {}
         self._asked: set[str] = set()
         self.on_release: Callable[[], None] = lambda: None  # a checked set's reference output was let go
         self.trial_clock: list[float] = []
@@ -433,7 +436,8 @@ class Comparer:
             self.shapes[call] = [(str(t.dtype).removeprefix("torch."), list(t.shape)) for t in tensors]
             self.candidate[call] = tensors
             # a timed trial's outputs wait for the end: comparing on the GPU now would run beside the timing
-            if not self.draw.is_timed_trial(call) and self.draw.reference_name(call) in self.reference:
+            ready = call in self.repeat_refs or self.draw.reference_name(call) in self.reference
+            if not self.draw.is_timed_trial(call) and ready:
                 self._compare(call)
             elif self.device == "cuda" and self._waiting_on_device() > max(WAITING_ON_DEVICE_BYTES, _bytes(tensors)):
                 # a candidate faster than the reference handed over every checked set before the first compare (8
@@ -446,22 +450,34 @@ class Comparer:
     def finish(self) -> None:
         """Compare what waited (the timed trials' outputs) once the candidate's worker has ended."""
         with self._lock:
-            for call in [c for c in self.candidate if self.draw.reference_name(c) in self.reference]:
+            for call in [c for c in self.candidate if c in self.repeat_refs or self.draw.reference_name(c) in self.reference]:
                 self._compare(call)
 
     def _compare(self, call: str) -> None:
         name = self.draw.reference_name(call)
-        refs = self.reference[name]
-        if call.startswith("repeat_"):
-            refs = [compare.subsample(r, self.draw.sample(call)) for r in refs]
+        if call in self.repeat_refs:
+            refs = self.repeat_refs.pop(call)
+        else:
+            refs = self.reference[name]
+            if call.startswith("repeat_"):
+                refs = [compare.subsample(r, self.draw.sample(call)) for r in refs]
         outs = self.candidate.pop(call)
         self.results[call] = compare.compare_outputs(call, outs, refs, degenerate=self.degeneracy.degenerate, device=self.device)
-        del outs
+        del outs, refs
         if call.startswith("repeat_"):
             self._repeats_left -= 1
-        if name != self.draw.trials[0]["name"] or self._repeats_left <= 0:
+        first = name == self.draw.trials[0]["name"]
+        if first and call == name and self._repeats_left > 0:
+            whole = self.reference[name]
+            for repeat in self._repeats_to_come():
+                self.repeat_refs[repeat] = [compare.subsample(r, self.draw.sample(repeat)).clone() for r in whole]
+            del whole
+        if not first or call == name or self._repeats_left <= 0:
             if self.reference.pop(name, None) is not None and name in {s["name"] for s in self.draw.checked}:
-                self.on_release()  # the first trial's stays until every repeat is compared
+                self.on_release()
+
+    def _repeats_to_come(self) -> list[str]:
+        return [c for c in self.draw.offsets if c.startswith("repeat_") and c not in self.results]
 
     def sample(self, call: str) -> dict[str, int] | None:
         """The subsample of an extra call's outputs, revealed once that call has returned: {} for a timed trial that

@@ -81,22 +81,28 @@ class Footprint:
     at least 2), T (timed input sets). What the problem itself needs to run once is P = W + I + O.
 
     On the device, the largest of three phases:
-      checked calls  candidate W + I + I' + 2O   (I': the mutation check's copy of the inputs, on the host when the
-                                               device lacks room for it; 2O: the output and its handed-over copy)
-                   + reference W + I + 2O
-                   + judge     (A + 2)·O + C    (A + 1 reference output sets held, the first one for the repeats;
-                                               one candidate set waiting or being compared, any more that wait
-                                               go to the host; C: the comparison's chunks and 1 GiB of waiting)
+      checked calls  candidate W + I + O      (its call's output; the mutation check's copy of the inputs goes to
+                                               the host when the device lacks room for it)
+                   + reference W + I + O
+                   + judge     (A + 1)·O + C  (at most A checked sets of reference outputs not yet compared, and
+                                               one candidate set: the copies the workers hand over, counted here
+                                               once; any more candidate sets that wait go to the host; the first
+                                               trial's reference is cut to its repeats' subsamples once the trial
+                                               is compared; C: the comparison's chunks and 1 GiB of waiting)
       timed calls    candidate W + (T + 1)·I + 2O  (the timed sets and the fixed buffers they are loaded into)
       reference run  W + (T + 1)·I + O        (its baselines, timed the same way)
-    so at most 2W + 3I + (A + 6)·O + C = 2P + I + (A + 4)·O + C: 5.5 P for A = 2, I = O and W = 0.
-    (Before: 2W + 4I + (A + 5 + S)·O, S the checked sets (8), plus up to 8I left in the workers' caches: 2W + 15O
-    + 12I at worst, 13.5 P, for A = 2. The judge held on the device every candidate output that came before the
-    reference's; the candidate held the first trial's inputs through every call and its mutation copy always on
-    the device; drawing a hidden trial's inputs left up to 4 float32 copies of them in each worker's cache; the
-    judge let the reference run 16 GiB ahead whatever the card; the reference's degeneracy watch made a float64
-    copy of every output. On the host, output files sent when the device refused to export stayed until the job
-    ended: 8 sets of 8 GB for a convolution, over the fixed limit of half the machine.)
+    so at most 2W + 2I + (A + 3)·O + C = 2P + (A + 1)·O + C: 4.5 P for A = 2, I = O and W = 0; the reference's
+    own temporaries come on top, as they do in any harness that runs it.
+    (Session 19: 2W + 3I + (A + 6)·O, 5.5 P, which counted each handed-over copy twice, in its worker and in the
+    judge, the mutation copy on the device when it goes to the host, and the first trial's reference held whole
+    until its last repeat. Before: 2W + 4I + (A + 5 + S)·O, S the checked sets (8), plus up to 8I left in the
+    workers' caches: 2W + 15O + 12I at worst, 13.5 P, for A = 2. The judge held on the device every candidate
+    output that came before the reference's; the candidate held the first trial's inputs through every call and
+    its mutation copy always on the device; drawing a hidden trial's inputs left up to 4 float32 copies of them in
+    each worker's cache; the judge let the reference run 16 GiB ahead whatever the card; the reference's
+    degeneracy watch made a float64 copy of every output. On the host, output files sent when the device refused
+    to export stayed until the job ended: 8 sets of 8 GB for a convolution, over the fixed limit of half the
+    machine.)
 
     On the host, a GPU job holds its base (BASE_HOST_BYTES), the mutation check's copy I when it is there, and, only
     when the device refuses to export outputs, A + 1 sets of output files (each deleted once the judge has read it).
@@ -114,7 +120,7 @@ class Footprint:
 
     def device_bytes(self) -> int:
         w, i, o = self.weight_bytes, self.input_bytes, self.output_bytes
-        checked = (w + 2 * i + 2 * o) + (w + i + 2 * o) + (self.ahead_sets + 2) * o + COMPARE_BYTES
+        checked = (w + i + o) + (w + i + o) + (self.ahead_sets + 1) * o + COMPARE_BYTES
         timed = w + (self.timed_sets + 1) * i + 2 * o
         reference = w + (self.timed_sets + 1) * i + o
         return max(checked, timed, reference) + 2 * DEVICE_RESERVE_BYTES
