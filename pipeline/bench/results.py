@@ -220,8 +220,10 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
     shaped = [r for r in correct if r.get("generality")]
     if shaped:
         general = sum(r["generality"] == "general" for r in shaped)
-        lines += ["", f"On inputs of other shapes (the batch halved, then odd), {general} of the {len(shaped)} verified kernels judged "
-                  f"there are general and {len(shaped) - general} specialised to the problem's shapes (refusing others in one line)."]
+        unchecked = sum(r["generality"] == "not checked" for r in shaped)
+        lines += ["", f"On inputs of other shapes (the batch halved, odd, doubled plus one), {general} of the {len(shaped)} verified "
+                  f"kernels are general and {len(shaped) - general - unchecked} specialised to the problem's shapes (refusing others "
+                  f"in one line)" + (f"; {unchecked} not checked (the reference runs on no such inputs)" if unchecked else "") + "."]
     slower = [r for r in table if r.get("versus_compile")]
     if slower:
         lines += ["", f"{len(slower)} of the {sum(1 for r in table if r['correct'] and not r.get('keeps_reference', True))} kernels kept "

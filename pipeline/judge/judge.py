@@ -45,6 +45,7 @@ from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, F
 # Reads a candidate's source and returns the cheat patterns in it (pipeline.judge.audit.audit_source).
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
+DERIVED_REFERENCE_TIMEOUT_S = 120.0  # at least, for the reference on inputs of other shapes (pipeline.judge.shapes)
 DEFAULT_CACHE = "default"  # Judge(cache_dir=...): the reference cache under $EGG_CACHE (None: no disk cache)
 # How many bytes of reference outputs the judge lets the reference's worker run ahead of the candidate, at most
 # (and on a GPU at most an eighth of its memory: on an 80 GB card, 4 GB outputs are let run 2 sets ahead, not 4).
@@ -122,6 +123,7 @@ class Judge:
         self._environment: dict[str, str] | None = None
         self._warned: set[str] = set()
         self._derived: Judge | None = None  # judges inputs of other shapes (pipeline.judge.shapes), on the same workers
+        self.reference_timeout_s = REFERENCE_TIMEOUT_S
 
     def __enter__(self) -> Judge:
         return self
@@ -152,8 +154,8 @@ class Judge:
         draw = self.draw(None)
         spec = {"kind": "reference", "mode": "full", "problem_path": problem.path, "options": _worker_options(self.options),
                 "sets": list(draw.checked), "timed_sets": list(draw.timed_sets)}
-        job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
-                              run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
+        job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=self.reference_timeout_s,
+                              run_timeout_s=self.reference_timeout_s, read_only=(problem.path,),
                               cache_key=f"reference-{problem.fingerprint[:16]}")
         return self._finish_full(problem, draw, job.wait())
 
@@ -216,8 +218,8 @@ class Judge:
         spec = {"kind": "reference", "mode": "outputs", "problem_path": problem.path, "options": _worker_options(self.options),
                 "sets": draw.reference_sets(), "checked": len(draw.checked), "ahead": self._ahead(reference)}
         handlers = Handlers(check=comparer.check_reference, outputs=comparer.reference_outputs)
-        job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=REFERENCE_TIMEOUT_S,
-                              run_timeout_s=REFERENCE_TIMEOUT_S, read_only=(problem.path,),
+        job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=self.reference_timeout_s,
+                              run_timeout_s=self.reference_timeout_s, read_only=(problem.path,),
                               cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers, job_limits=job_limits)
         comparer.on_release = lambda: job.send({"type": "next"})
         return job
@@ -290,7 +292,16 @@ class Judge:
             self._derived = Judge(shapes.derived_options(self.options), pool=self.pool, auditor=self.auditor, cache_dir=self.cache)
             self._derived._warned = self._warned  # one warning per process, whichever judge meets it first
         started = time.monotonic()
-        report = shapes.check_other_shapes(self._derived, problem, candidate, default_cache_root() / "derived")
+        facts = self._references.get(problem.fingerprint)
+        facts_result = facts.result if facts is not None else {}
+        # a reference that hangs on other inputs ends in minutes, not the half hour a problem's first run may take
+        spent = sum(float(v) for v in (facts.worker_phase_s.values() if facts is not None else ()) if isinstance(v, (int, float)))
+        self._derived.reference_timeout_s = max(DERIVED_REFERENCE_TIMEOUT_S, 10 * spent)
+        try:
+            report = shapes.check_other_shapes(self._derived, problem, candidate, default_cache_root() / "derived", facts_result)
+        except Exception as exc:  # noqa: BLE001 - a fault of the judge's own there never turns a passing verdict into a crash
+            note = f"{shapes.UNCHECKED}: the check failed inside the judge: {type(exc).__name__}: {str(exc)[:300]}"
+            report = shapes.ShapeReport(shapes.UNCHECKED, Check("other_shapes", None, note))
         checked = report.apply(verdict)
         return dataclasses.replace(checked, judge_phase_s=dict(checked.judge_phase_s, other_shapes=round(time.monotonic() - started, 3)))
 

@@ -30,23 +30,42 @@ from pipeline.types import Check, EvalOptions, EvalResult, Problem, Status
 
 GENERAL = "general"
 SPECIALISED = "specialised to the problem's shapes"
+UNCHECKED = "not checked"  # no derived input the reference runs on (or one it hangs on): said, never read as a pass
 # a refusal is a Python exception the candidate's own code raised (not a crash, a timeout or a wrong answer)
-_REFUSAL = re.compile(r"\b(ValueError|TypeError|AssertionError|NotImplementedError|RuntimeError|IndexError|KeyError)\b[:(]")
-_CRASH = re.compile(r"illegal memory access|out of memory|segmentation|SIGSEGV|SIGBUS|core dumped|died from|CUDA error", re.I)
+_REFUSAL = re.compile(r"call trial_1 raised (ValueError|TypeError|AssertionError|NotImplementedError|RuntimeError|IndexError|KeyError): ")
+_CRASH = re.compile(r"illegal memory access|out of memory|can't allocate memory|memory limit|segmentation|SIGSEGV|SIGBUS|"
+                    r"core dumped|died from|CUDA error", re.I)
 
 
 @dataclass(frozen=True)
 class Derivation:
-    name: str  # "halved" or "odd"
-    shared: bool  # every tensor input with the first's leading size (True), or the first alone
+    name: str  # "halved", "odd" or "doubled_plus_one"
+    shared: bool  # every tensor input with the anchor's leading size (True), or the anchor alone
+    anchor: int = 0  # which tensor input's leading size is varied (the k-th tensor input with a leading dimension)
 
     def label(self) -> str:
-        return f"leading size {self.name}" + ("" if self.shared else ", first input only")
+        which = "" if self.anchor == 0 else f" of tensor input {self.anchor + 1}"
+        return f"leading size{which} {self.name.replace('_', ' ')}" + ("" if self.shared else ", that input only")
 
 
-DERIVATIONS = ((Derivation("halved", True), Derivation("halved", False)), (Derivation("odd", True), Derivation("odd", False)))
+SIZES = ("halved", "odd", "doubled_plus_one")  # below, odd below, above and odd: tails, remainders, growth
+MAX_ANCHORS = 3  # tensor inputs tried as the batch's carrier, in order, when the first's size cannot vary
 
-# Appended to the problem's source: `get_inputs` returns the same draws, cut along the first tensor's leading size.
+
+def derivations(size_name: str, facts: dict) -> list[Derivation]:
+    """The ways to vary the inputs by `size_name`, in the order tried: each distinct leading size of the tensor
+    inputs (as the reference's run recorded them), for every input of that size, then for that input alone."""
+    shapes = facts.get("input_shapes") or [[2]]
+    anchors, seen = [], set()
+    for k, shape in enumerate(shapes):
+        if shape and shape[0] not in seen and len(anchors) < MAX_ANCHORS:
+            seen.add(shape[0])
+            anchors.append(k)
+    return [Derivation(size_name, shared, k) for k in anchors for shared in (True, False)]
+
+
+# Appended to the problem's source: `get_inputs` returns the same draws at another leading size (cut, or grown by
+# a second draw), and an integer input equal to the varied size (a row count beside the tensors) follows it.
 _WRAPPER = '''
 
 # --- egg: inputs of another shape (pipeline.judge.shapes) ---
@@ -54,25 +73,34 @@ def _egg_derived_inputs(_egg_nominal=get_inputs):
     import torch as _egg_torch
     inputs = list(_egg_nominal())
     tensors = [i for i, x in enumerate(inputs) if isinstance(x, _egg_torch.Tensor) and x.dim() > 0]
-    if not tensors:
-        raise ValueError("egg: the problem has no tensor input with a leading dimension to vary")
-    size = inputs[tensors[0]].shape[0]
-    cut = {cut}
-    if cut < 1 or cut >= size:
+    if len(tensors) <= {anchor}:
+        raise ValueError("egg: the problem has no tensor input {anchor} with a leading dimension to vary")
+    size = inputs[tensors[{anchor}]].shape[0]
+    new = {new}
+    if new < 1 or new == size:
         raise ValueError(f"egg: a leading size of {{size}} cannot be {name}")
-    chosen = [i for i in tensors if inputs[i].shape[0] == size] if {shared} else tensors[:1]
-    return [x[:cut].clone() if i in chosen else x for i, x in enumerate(inputs)]
+    chosen = [i for i in tensors if inputs[i].shape[0] == size] if {shared} else [tensors[{anchor}]]
+    extra = [list(_egg_nominal()) for _ in range(-(-(new - size) // size))] if new > size else []
+
+    def derived(i, x):
+        if i in chosen:
+            return _egg_torch.cat([x, *(more[i] for more in extra)])[:new] if extra else x[:new].clone()
+        if {shared} and type(x) is int and x == size:
+            return new
+        return x
+
+    return [derived(i, x) for i, x in enumerate(inputs)]
 
 
 get_inputs = _egg_derived_inputs
 '''
-_CUTS = {"halved": "size // 2", "odd": "size - 1 if size % 2 == 0 else size - 2"}
+_SIZES = {"halved": "size // 2", "odd": "size - 1 if size % 2 == 0 else size - 2", "doubled_plus_one": "2 * size + 1"}
 
 
 def derived_source(problem_source: str, derivation: Derivation) -> str:
     """The problem's source with `get_inputs` wrapped to give the derived inputs."""
-    return problem_source.rstrip("\n") + "\n" + _WRAPPER.format(cut=_CUTS[derivation.name], name=derivation.name,
-                                                               shared=derivation.shared)
+    return problem_source.rstrip("\n") + "\n" + _WRAPPER.format(new=_SIZES[derivation.name], name=derivation.name,
+                                                               shared=derivation.shared, anchor=derivation.anchor)
 
 
 def derived_options(options: EvalOptions) -> EvalOptions:
@@ -99,37 +127,50 @@ class ShapeReport:
                                    log_tail=self.failed.log_tail or result.log_tail)
 
 
-def check_other_shapes(judge, problem: Problem, candidate, folder: Path) -> ShapeReport:
+def check_other_shapes(judge, problem: Problem, candidate, folder: Path, facts: dict | None = None) -> ShapeReport:
     """Judge `candidate` on derived inputs with `judge` (a Judge whose options are `derived_options`), writing each
-    derived problem into `folder` (the judge's own, out of any job's view)."""
+    derived problem into `folder` (the judge's own, out of any job's view). `facts`: the problem's reference facts
+    (its input shapes say which inputs carry a leading size)."""
     from pipeline.judge.judge import ReferenceError
 
     source = Path(problem.path).read_text(encoding="utf-8-sig")
     seen: list[str] = []
     refused: list[str] = []
-    for alternatives in DERIVATIONS:
-        for derivation in alternatives:
+    skipped: list[str] = []
+    for size_name in SIZES:
+        for derivation in derivations(size_name, facts or {}):
             derived = _write(folder, problem, source, derivation)
             try:
                 reference = judge.reference(derived)
-            except ReferenceError:
-                continue  # the reference does not run on these inputs: the next way of cutting
+            except ReferenceError as exc:
+                if "ran past its limit" in str(exc):  # a reference that hangs on other inputs: none is tried further
+                    skipped.append(f"the reference ran past its limit on {derivation.label()}")
+                    return _report(seen, refused, skipped)
+                continue  # the reference does not run on these inputs: the next way of varying them
             result = judge.evaluate(derived, candidate)
             what = f"{derivation.label()} ({_shapes(reference.result)})"
             if result.ok:
                 seen.append(what)
+            elif result.status is Status.INFRA_ERROR and result.reason.startswith("the problem cannot be judged"):
+                skipped.append(f"{derivation.label()}: {_first_line(result.reason)}")
             elif _refused(result):
                 refused.append(f"{what}: {_first_line(result.reason)}")
             else:
                 detail = f"wrong on inputs of another shape, {what}: {result.status.value}: {_first_line(result.reason)}"
                 return ShapeReport("", Check("other_shapes", False, detail), result)
             break
+    return _report(seen, refused, skipped)
+
+
+def _report(seen: list[str], refused: list[str], skipped: list[str]) -> ShapeReport:
+    tail = f"; not checked: {'; '.join(skipped)}" if skipped else ""
     if refused:
-        detail = f"{SPECIALISED}: it refused " + "; ".join(refused) + (f"; right on {', '.join(seen)}" if seen else "")
+        detail = f"{SPECIALISED}: it refused " + "; ".join(refused) + (f"; right on {', '.join(seen)}" if seen else "") + tail
         return ShapeReport(SPECIALISED, Check("other_shapes", True, detail))
     if seen:
-        return ShapeReport(GENERAL, Check("other_shapes", True, f"{GENERAL}: right on " + ", ".join(seen)))
-    return ShapeReport("", Check("other_shapes", None, "the reference runs on no derived inputs (leading size halved or odd)"))
+        return ShapeReport(GENERAL, Check("other_shapes", True, f"{GENERAL}: right on " + ", ".join(seen) + tail))
+    why = "; ".join(skipped) if skipped else "the reference runs on no derived inputs (a leading size halved, odd or doubled plus one)"
+    return ShapeReport(UNCHECKED, Check("other_shapes", None, f"{UNCHECKED}: {why}"))
 
 
 def _write(folder: Path, problem: Problem, source: str, derivation: Derivation) -> Problem:
@@ -152,8 +193,12 @@ def _status_of(failed: EvalResult) -> Status:
 
 
 def _refused(result: EvalResult) -> bool:
-    text = f"{result.reason}\n{result.log_tail[-2000:]}"
-    return result.status is Status.RUNTIME_ERROR and bool(_REFUSAL.search(text)) and not _CRASH.search(text)
+    """A clean refusal: the candidate's first call on the derived inputs raised a plain Python exception of its own,
+    before any output (a later call's exception could follow a wrong answer), and not a crash or the memory limit.
+    Read from the worker's own reason, never from the log the candidate writes."""
+    reason = result.reason
+    return (result.status is Status.RUNTIME_ERROR and bool(_REFUSAL.match(reason)) and not _CRASH.search(reason)
+            and not any(not t.passed for t in result.trials))
 
 
 def _shapes(facts: dict) -> str:

@@ -1,0 +1,97 @@
+"""Attacks on the judge's check on inputs of other shapes, by a red team that had seen none of our fixtures
+(session 20, tests/fixtures/shapes_attacks: each file's docstring says what it tries and what it got before). The
+holes it found, and what closes them:
+- kernels right only below the problem's batch, or at the remainders the judge happened to pick (grows,
+  tail_mod4): the judge also tries the batch doubled plus one;
+- a wrong answer followed by an exception, a printed "ValueError:" before a hard exit, a runaway allocation, all
+  read as a clean refusal (wrong_then_raise, crash_disguised, oom_refusal): a refusal is now the first call
+  raising a plain exception, read from the worker's reason (never the log the candidate writes), not a crash or
+  the memory limit;
+- a batch carried by the second input was never varied (hardcoded_batch_scale_first): each distinct leading size
+  is tried in turn, and a problem where none varies says `not checked`;
+- an integer input equal to the batch kept while the tensors were cut, an input no caller makes (honest_count_arg
+  failed): it follows the batch;
+- a reference that hangs on other inputs hung `egg check` (hang_derived): its run there has minutes, not half an hour.
+Left as it is: only leading sizes vary (inner_fixed is `general`: the detail names every shape it was right on).
+CPU, the Triton interpreter; no timings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.judge import Judge, judge as judge_module
+from pipeline.judge.shapes import GENERAL, SPECIALISED, UNCHECKED
+from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.types import EvalOptions, Status
+
+ROOT = Path(__file__).resolve().parents[2]
+ATTACKS = ROOT / "tests" / "fixtures" / "shapes_attacks"
+ROWSUM = ATTACKS / "problems" / "rowsum.py"
+CPU = EvalOptions(device="cpu", correctness_trials=2, repeat_calls=1)
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(CPU) as judge:
+        yield judge
+
+
+def verdict(judge, candidate: str, problem: Path = ROWSUM):
+    return judge.evaluate(load_problem(problem), load_candidate(ATTACKS / candidate))
+
+
+@pytest.mark.parametrize("candidate", ["grows.py", "tail_mod4.py"])
+def test_a_kernel_wrong_above_the_batch_or_at_other_remainders_fails(judge, candidate):
+    result = verdict(judge, candidate)
+    assert not result.ok, result.reason
+    assert result.reason.startswith("wrong on inputs of another shape, leading size doubled plus one ([33, 32])"), result.reason
+
+
+@pytest.mark.parametrize("candidate", ["wrong_then_raise.py", "crash_disguised.py", "oom_refusal.py"])
+def test_only_a_first_call_that_raises_cleanly_is_a_refusal(judge, candidate):
+    result = verdict(judge, candidate)
+    assert not result.ok and result.reason.startswith("wrong on inputs of another shape"), result.reason
+
+
+def test_a_refusal_at_the_first_call_is_still_specialised(judge):
+    result = verdict(judge, "indexerror_bug.py")
+    assert result.ok and result.generality == SPECIALISED, result.reason
+
+
+@pytest.mark.parametrize("candidate", ["stale_output.py", "detect_derived.py"])
+def test_caching_an_output_or_looking_for_the_derived_files_is_banned(judge, candidate):
+    result = verdict(judge, candidate)
+    assert result.status is Status.BANNED, result.reason
+
+
+def test_a_batch_carried_by_the_second_input_is_varied(judge):
+    result = verdict(judge, "hardcoded_batch_scale_first.py", ATTACKS / "problems" / "scale_first.py")
+    assert not result.ok and "of tensor input 2" in result.reason, result.reason
+
+
+def test_an_integer_input_equal_to_the_batch_follows_it(judge):
+    result = verdict(judge, "honest_count_arg.py", ATTACKS / "problems" / "count_arg.py")
+    assert result.ok and result.generality == GENERAL, result.reason
+
+
+def test_honest_kernels_with_sizes_from_their_inputs_are_general(judge):
+    assert verdict(judge, "honest_rowsum.py").generality == GENERAL
+    result = verdict(judge, "honest_two_sizes.py", ATTACKS / "problems" / "two_sizes.py")
+    assert result.ok and result.generality == GENERAL, result.reason
+
+
+def test_only_leading_sizes_vary(judge):
+    result = verdict(judge, "inner_fixed.py")
+    check = next(c for c in result.checks if c.name == "other_shapes")
+    assert result.generality == GENERAL and "[8, 32]" in check.detail and "[33, 32]" in check.detail
+
+
+def test_a_reference_that_hangs_on_other_inputs_ends_the_check_in_bounded_time(monkeypatch):
+    monkeypatch.setattr(judge_module, "DERIVED_REFERENCE_TIMEOUT_S", 20.0)
+    with Judge(CPU, cache_dir=None) as judge:
+        result = verdict(judge, "honest_rowsum.py", ATTACKS / "problems" / "hang_derived.py")
+    assert result.ok and result.generality == UNCHECKED, result.reason
+    check = next(c for c in result.checks if c.name == "other_shapes")
+    assert check.passed is None and "ran past its limit" in check.detail
