@@ -120,6 +120,13 @@ class _Mapping:
         if self.closed:
             return
         self.closed = True
+        # work still queued on these bytes (a copy taken just before the last tensor on them went) must finish
+        # first: unmapping under a running kernel is an illegal address, for the judge itself (seen on the H100 in
+        # session 20, when the first trial's reference was cut to its repeats' subsamples and let go at once)
+        try:
+            torch.cuda.synchronize(self.device)
+        except Exception:  # a context already broken: unmapping is all that is left to do
+            pass
         driver = _cuda()
         driver.cuMemUnmap(_u64(self.address), _size(self.size))
         driver.cuMemAddressFree(_u64(self.address), _size(self.size))

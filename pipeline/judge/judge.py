@@ -482,6 +482,8 @@ class Comparer:
             whole = self.reference[name]
             for repeat in self._repeats_to_come():
                 self.repeat_refs[repeat] = [compare.subsample(r, self.draw.sample(repeat)).clone() for r in whole]
+            if self.device == "cuda":
+                torch.cuda.synchronize()  # the copies are made before the whole set's memory goes back
             del whole
         if not first or call == name or self._repeats_left <= 0:
             if self.reference.pop(name, None) is not None and name in {s["name"] for s in self.draw.checked}:
