@@ -91,9 +91,11 @@ def walk_one(path: Path) -> dict:
         if seeds:
             first = seeds[0]
             kinds = [k.kind for k in first.lowered.schedule.kernels()]
+            why = lowering.why_specialised(first.lowered.source)
             row.update(handled=True, paradigm=first.paradigm.name, rules=rules_of(first.lowered.source),
                        kernels=kinds, kept_in_torch=sorted(first.lowered.kept_ops), seeds=len(seeds),
-                       audit=audit_findings(seeds, lowering))
+                       audit=audit_findings(seeds, lowering),
+                       batch="general" if why == "" else f"specialised: {why}" if why else "specialised")
         else:
             library = sorted({n.fn for n in lowering.graph.nodes if n.op == "library"})
             why = f"no rule lowers {', '.join(library)} (kept as library calls)" if library else "; ".join(notes)[:500] or "no seed"
@@ -111,6 +113,10 @@ def report(rows: list[dict], command: str) -> str:
              f"{handled} of {len(rows)} problems have a seed (rules that lower them to Triton kernels); whether each "
              "seed passes the judge and how fast it is are measured on the H200 (bench/kb_bench.sh), not here.", "",
              "| category | problems | with a seed | rules used (problems) | kernel kinds | without a seed: why |", "|---|---|---|---|---|---|"]
+    seeded = [r for r in rows if r["handled"]]
+    general = sum(r.get("batch") == "general" for r in seeded)
+    lines[-3:-3] = [f"{general} of the {len(seeded)} first seeds are general in the batch (sizes read from the first input's "
+                    "shape[0]); the others keep their shape guard, each for the reason in the `batch` column below.", ""]
     for label in sorted(by_category, key=lambda c: (-len(by_category[c]), c)):
         group = by_category[label]
         rules: dict[str, int] = defaultdict(int)
@@ -125,13 +131,13 @@ def report(rows: list[dict], command: str) -> str:
                      + ", ".join(f"{k} ({n})" for k, n in sorted(rules.items(), key=lambda kv: -kv[1])) + " | "
                      + ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])) + " | "
                      + ("<br>".join(m.replace("|", "\\|") for m in missing) or "-") + " |")
-    lines += ["", "## Every problem", "", "| problem | category | seed | rules | kernels | kept in torch |", "|---|---|---|---|---|---|"]
+    lines += ["", "## Every problem", "", "| problem | category | seed | rules | kernels | kept in torch | batch |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["handled"]:
             lines.append(f"| {row['problem']} | {row['category']} | {row['paradigm']} ({row['seeds']} seeds) | {', '.join(row['rules'])} | "
-                         f"{', '.join(row['kernels'])} | {', '.join(row['kept_in_torch']) or '-'} |")
+                         f"{', '.join(row['kernels'])} | {', '.join(row['kept_in_torch']) or '-'} | {row.get('batch', '').replace('|', '/')[:160]} |")
         else:
-            lines.append(f"| {row['problem']} | {row['category']} | none | - | - | {row['why'][:200].replace('|', '/')} |")
+            lines.append(f"| {row['problem']} | {row['category']} | none | - | - | {row['why'][:200].replace('|', '/')} | - |")
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,7 @@ import pytest
 def expert_cache(tmp_path_factory):
     import os
 
-    from pipeline.expert.capture import prime
+    from pipeline.expert.lowering import prime
     from tests.expert.problems import DEGENERATE, TINY, ZOO
 
     folder = tmp_path_factory.mktemp("egg-cache")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.expert.capture import prime
+from pipeline.expert.lowering import prime
 from pipeline.expert.lowering import Lowering
 from pipeline.expert.options import Options
 from pipeline.profiler.static import MAX_SHARED_BYTES_PER_BLOCK

@@ -5,7 +5,7 @@ over KernelBench's 250 problems is `bench/kb_categories.py` (its rows' `audit` c
 
 from __future__ import annotations
 
-from pipeline.expert.capture import prime
+from pipeline.expert.lowering import prime
 from pipeline.expert.lowering import Lowering
 from pipeline.expert.seeds import alternatives
 from pipeline.judge.audit import audit_source
