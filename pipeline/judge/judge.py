@@ -261,9 +261,11 @@ class Judge:
 
     # candidate -----------------------------------------------------------------------------------------------------
 
-    def evaluate(self, problem: Problem, candidate: Candidate) -> EvalResult:
+    def evaluate(self, problem: Problem, candidate: Candidate, *, other_shapes: bool | None = None) -> EvalResult:
         """Judge one candidate. Never raises for anything the candidate does, nor for a fault of the judge's own:
-        infrastructure faults and internal errors become infra_error with their story."""
+        infrastructure faults and internal errors become infra_error with their story. `other_shapes`: judge a
+        pass on inputs of other shapes too (None: as the options say; a search asks only for the candidates it
+        would keep, through `check_other_shapes`)."""
         start = time.monotonic()
         verdict = self._evaluate_once(problem, candidate)
         if _side_stream_only(verdict):
@@ -278,10 +280,19 @@ class Judge:
             else:
                 note = Flag("side_stream_retimed", f"the first timing failed the side-stream check ({first.detail}); this second one decides")
                 verdict = dataclasses.replace(again, flags=(*again.flags, note))
-        if verdict.ok and self.options.other_shapes:
+        if verdict.ok and (self.options.other_shapes if other_shapes is None else other_shapes):
             verdict = self._other_shapes(problem, candidate, verdict)
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
+
+    def check_other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
+        """A passing verdict judged on inputs of other shapes as well (what `evaluate` does when asked to)."""
+        if not verdict.ok:
+            return verdict
+        start = time.monotonic()
+        checked = self._other_shapes(problem, candidate, verdict)
+        total = round(verdict.duration_s + time.monotonic() - start, 3)
+        return dataclasses.replace(checked, duration_s=total, judge_phase_s=dict(checked.judge_phase_s, total=total))
 
     def _other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
         """The passing candidate judged on inputs of other shapes (pipeline.judge.shapes): a wrong answer there

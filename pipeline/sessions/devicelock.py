@@ -56,8 +56,14 @@ class LockedJudge:
     def options(self) -> EvalOptions:
         return self.judge.options
 
-    def evaluate(self, problem: Problem, candidate: Candidate) -> EvalResult:
+    def evaluate(self, problem: Problem, candidate: Candidate, **kwargs) -> EvalResult:
         if self.lock is None:
-            return self.judge.evaluate(problem, candidate)
+            return self.judge.evaluate(problem, candidate, **kwargs)
         with self.lock:
-            return self.judge.evaluate(problem, candidate)
+            return self.judge.evaluate(problem, candidate, **kwargs)
+
+    def check_other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
+        if self.lock is None:
+            return self.judge.check_other_shapes(problem, candidate, verdict)
+        with self.lock:
+            return self.judge.check_other_shapes(problem, candidate, verdict)

@@ -441,7 +441,7 @@ class Optimizer:
             self._check_wall(next_check=True)
             self.on_event(f"  judging candidate {cid} ({origin})", "judging", candidate_id=cid)
             t0 = self.clock()
-            result = self.judge.evaluate(self.problem, load_candidate(path))
+            result = self._evaluate(load_candidate(path))
             self.last_check_s = self.clock() - t0
             self.next_check_s = _without_reference(self.last_check_s, result)
             if self.first_check_s is None:
@@ -455,6 +455,18 @@ class Optimizer:
                       + (f" ({speed})" if speed else "") + f" - {result.reason}",
                       "verdict", candidate_id=cid, status=result.status.value, median_ms=median, speedups=dict(result.speedups or {}))
         return cid, result
+
+    def _evaluate(self, candidate) -> EvalResult:
+        """The judge's verdict; inputs of other shapes (pipeline.judge.shapes) are judged for a pass the search would
+        keep, not for every pass (on a GPU that check costs about as much as the check itself): a kernel wrong on
+        another batch never becomes the best, and its failure reaches the Debug agent like any other."""
+        judge = self.judge
+        if not getattr(judge.options, "other_shapes", False) or not hasattr(judge, "check_other_shapes"):
+            return judge.evaluate(self.problem, candidate)
+        result = judge.evaluate(self.problem, candidate, other_shapes=False)
+        if result.ok and self._better(result):
+            result = judge.check_other_shapes(self.problem, candidate, result)
+        return result
 
     def _baselines_once(self, result: EvalResult) -> None:
         """The reference's own times, said once, as soon as a verdict carries them."""
