@@ -145,7 +145,8 @@ def bench(
     except SuiteError as error:
         _fail(str(error))
     store.update_bench_run(run.id, args={**run.args, "executor": executor.value, "slots": slots})
-    suite = Suite(store, store.bench_run(run.id), out, settings)
+    chosen = {p.name for p in problems} if resume and (only or level) else None  # a resumed run keeps its list; this call runs these
+    suite = Suite(store, store.bench_run(run.id), out, settings, chosen=chosen)
     pending = suite.pending()
     err.print(f"bench run {run.id}: {len(problems)} problem(s), {len(pending)} to run, on {', '.join(slots)} "
               f"({settings.device}, backend {settings.backend.describe()}); store {store.path}; results in {out}", highlight=False)

@@ -79,8 +79,10 @@ class Suite:
     """Runs a run's unfinished items on the slots (or through Ray), keeping OUT's files current as items end."""
 
     def __init__(self, store: Store, run: BenchRunRecord, out: Path, settings: BenchSettings,
-                 on_item: Callable[[BenchItemRecord, str], None] = lambda item, summary: None) -> None:
+                 on_item: Callable[[BenchItemRecord, str], None] = lambda item, summary: None,
+                 chosen: set[str] | None = None) -> None:
         self.store, self.run, self.out, self.settings, self.on_item = store, run, out, settings, on_item
+        self.chosen = chosen  # the problems this call runs (--only, --level), all of the run's when None
         self.stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -99,7 +101,8 @@ class Suite:
     def pending(self) -> list[BenchItemRecord]:
         """What this run has yet to run: the items not ended, and those whose worker crashed (run again from their
         session), longest first."""
-        return longest_first(self.store, [i for i in self.store.bench_items(self.run.id) if i.status not in BENCH_RESUME_KEEPS])
+        items = [i for i in self.store.bench_items(self.run.id) if i.status not in BENCH_RESUME_KEEPS]
+        return longest_first(self.store, [i for i in items if self.chosen is None or i.problem in self.chosen])
 
     def execute(self, slots: list[str], executor: str, address: str | None, on_slot: Callable[[str, str], None]) -> bool:
         """Run every unfinished item; True when all of them ran (False: stopped, with everything finished kept)."""

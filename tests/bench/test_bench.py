@@ -239,3 +239,23 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
     egg(*args, "--resume", db=db, check=True)
     after = items(db)["level1/15_Swish"]
     assert after["status"] == "done" and after["session_id"] == cut["session_id"]  # the same session, gone on with
+
+
+def test_a_resumed_run_with_only_runs_just_those_problems(tmp_path):
+    """--resume keeps the run's list and settings; --only on that call picks which of its pending problems run now
+    (on the H100 a resumed call with --only ran the run's next problems instead)."""
+    from pipeline.bench.execute import BenchSettings
+    from pipeline.bench.suite import Suite, open_run
+    from pipeline.sessions.backends import BackendSpec
+    from pipeline.stages.method import Budget
+    from pipeline.store import Store
+    from pipeline.types import EvalOptions
+
+    store, out = Store(tmp_path / "egg.sqlite"), tmp_path / "out"
+    problems = discover([TINY], only=["15_Swish", "23_Softmax", "12_Sum_Dim1"])
+    settings = BenchSettings(BackendSpec("expert"), "cpu", Budget(), EvalOptions(device="cpu"), 60.0)
+    run = open_run(store, out, [TINY], problems, settings, {}, resume=False)
+    assert sorted(i.problem for i in Suite(store, run, out, settings).pending()) == sorted(p.name for p in problems)
+    resumed = open_run(store, out, [TINY], discover([TINY], only=["23_Softmax"]), settings, {}, resume=True)
+    chosen = Suite(store, resumed, out, settings, chosen={"level1/23_Softmax"}).pending()
+    assert [i.problem for i in chosen] == ["level1/23_Softmax"]
