@@ -63,30 +63,9 @@ def capture_family(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIM
     """Tapes of variants of one problem (its `get_inputs` cut to other sizes: pipeline.expert.general), those not
     cached recorded in one sandboxed child process: they are the same user code, so sharing a process exposes
     nothing one did not have already. None where a recording failed (never raises)."""
-    fingerprints = [fingerprint_text(s) for s in problem_sources]
-    missing = [i for i, f in enumerate(fingerprints) if not _path(f).is_file()]
-    if missing:
-        from pipeline.judge import launcher
-
-        with tempfile.TemporaryDirectory(prefix="egg-capture-") as folder:
-            paths = []
-            for index in missing:
-                path = Path(folder) / f"problem_{index}.py"
-                path.write_text(problem_sources[index], encoding="utf-8")
-                paths.append(str(path))
-            spec, out = Path(folder) / "spec.json", Path(folder) / "tapes.json"
-            spec.write_text(json.dumps({"problem_paths": paths}))
-            finished = launcher.run("pipeline.expert.tape", [str(spec), str(out)], workdir=folder, timeout_s=timeout_s)
-            written = launcher.read_job_json(out) if finished.error is None else None
-        results = written.get("results") if isinstance(written, dict) else None
-        if isinstance(results, list) and len(results) == len(missing):
-            cache_folder().mkdir(parents=True, exist_ok=True)
-            for index, data in zip(missing, results):
-                if isinstance(data, dict) and data.get("ran_on") and _decodes(data):
-                    _write(_path(fingerprints[index]).with_suffix(".py"), problem_sources[index])
-                    _write(_path(fingerprints[index]), json.dumps(data))
+    _record_missing(problem_sources, timeout_s)
     found: list[Captured | None] = []
-    for fingerprint in fingerprints:
+    for fingerprint in (fingerprint_text(s) for s in problem_sources):
         path = _path(fingerprint)
         try:
             found.append(Captured(fingerprint, tape_from_json(json.loads(path.read_text()))) if path.is_file() else None)
@@ -106,6 +85,12 @@ def prime(problem_sources: list[str], *, timeout_s: float = CAPTURE_TIMEOUT_S) -
     """Record every problem missing from the cache in one child process (one torch import for all of them). For
     trusted problem files only (the repository's suite and test fixtures): they share that process. A problem
     whose recording fails there is left for `capture`, which reports it on its own."""
+    _record_missing(problem_sources, timeout_s)
+
+
+def _record_missing(problem_sources: list[str], timeout_s: float) -> None:
+    """The sources not in the cache, recorded in one child process (`timeout_s` each) and cached where they read
+    as a tape."""
     missing = {fingerprint_text(s): s for s in problem_sources if not _path(fingerprint_text(s)).is_file()}
     if not missing:
         return
