@@ -10,8 +10,8 @@ repeated, captured in one sandboxed process), and the three files are compared t
   may hold a whole reduction in registers: one that changes keeps the seed specialised;
 - any other integer that differs must be one affine function of the leading size, a*B + c, at all three sizes
   (two fix it, the third checks it): it becomes `_egg_b` in the host code (read from the first input's
-  `shape[0]` at the top of forward, passed to the host helpers that need it) and the constexpr `EGG_B` in the
-  kernels (Triton compiles once per batch size). Anything else (a float, a literal at module level, a kernel used
+  `shape[0]` at the top of forward, passed to the host helpers that need it) and the runtime argument `EGG_B` of
+  the kernels (no compile per batch size: Triton specialises only 1 and multiples of 16). Anything else (a float, a literal at module level, a kernel used
   other than by a direct launch) leaves the seed specialised.
 The shape guard then checks every other size, stride and dtype as before, with the leading size free.
 
@@ -245,6 +245,7 @@ def _rewrite(source: str, tokens: list[tokenize.TokenInfo], varying: dict[int, t
                 keyword = f"{KERNEL_NAME}={HOST_NAME}" if target in kernels else f"{HOST_NAME}={HOST_NAME}"
                 edits.append(_argument(lines, node, keyword))
     _check_references(tree, needs & set(functions))
+    edits += _runtime_sizes(tree, tokens, varying, functions, kernels)
     first = forward.body[0]
     indent = " " * first.col_offset
     lines_before = f"{indent}{HOST_NAME} = {first_input}.shape[0]  # the batch\n"
@@ -253,10 +254,49 @@ def _rewrite(source: str, tokens: list[tokenize.TokenInfo], varying: dict[int, t
                          f"offsets, right for a leading size of {first_input} up to {largest}; got {{{HOST_NAME}}}\")\n")
     edits.append(((first.lineno, 0), (first.lineno, 0), lines_before))
     note = (f"# General in the leading size of {first_input}: a size the problem wrote as a number is read from "
-            f"{first_input}.shape[0] ({HOST_NAME}; the constexpr {KERNEL_NAME} in kernels).\n")
+            f"{first_input}.shape[0] ({HOST_NAME}; the argument {KERNEL_NAME} of kernels).\n")
     preamble = next((i for i, line in enumerate(lines) if line.startswith("import ")), 0)
     edits.append(((preamble + 1, 0), (preamble + 1, 0), note + "\n"))
     return _apply(lines, edits)
+
+
+# Where a kernel needs a compile-time value: a size given to these stays a tl.constexpr (one compile per batch size)
+_CONSTEXPR_USES = {"arange", "static_range", "full", "zeros", "reshape", "view", "broadcast_to", "static_assert", "constexpr",
+                   "make_block_ptr", "make_tensor_descriptor"}
+
+
+def _runtime_sizes(tree: ast.Module, tokens: list[tokenize.TokenInfo], varying: dict, functions: dict[str, ast.FunctionDef],
+                   kernels: set[str]) -> list[tuple]:
+    """A kernel's tl.constexpr parameter launched with a size that follows the batch (XNUMEL=16 -> XNUMEL=_egg_b)
+    becomes a runtime argument where the kernel only computes with it (masks, offsets, loop bounds): a new batch
+    size then compiles nothing new (Triton specialises only 1 and multiples of 16)."""
+    at = {tokens[i].start for i in varying}
+    sized: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) in kernels:
+            for keyword in node.keywords:
+                if keyword.arg and any((n.lineno, n.col_offset) in at for n in ast.walk(keyword.value) if hasattr(n, "col_offset")):
+                    sized.setdefault(_called(node), set()).add(keyword.arg)
+    edits = []
+    for name, params in sized.items():
+        kernel = functions[name]
+        fixed = _needed_at_compile_time(kernel, kernels)
+        for arg in kernel.args.args:
+            if arg.arg in params and arg.arg not in fixed and arg.annotation is not None and "constexpr" in ast.unparse(arg.annotation):
+                edits.append(((arg.lineno, arg.col_offset), (arg.end_lineno, arg.end_col_offset), arg.arg))
+    return edits
+
+
+def _needed_at_compile_time(kernel: ast.FunctionDef, kernels: set[str]) -> set[str]:
+    """The names a kernel hands to something that needs a compile-time value (a tile's shape, another jit function)."""
+    needed = set()
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _CONSTEXPR_USES or name not in {"range", "min", "max", "abs"} and isinstance(func, ast.Name):
+                needed |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return needed
 
 
 def _is_jit(node: ast.FunctionDef) -> bool:
@@ -306,7 +346,7 @@ def _parameter(lines: list[str], node: ast.FunctionDef, kernel: bool) -> tuple:
         raise _Refused(f"{node.name} takes **kwargs")
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
     if kernel:
-        text = f"{KERNEL_NAME}: tl.constexpr"
+        text = KERNEL_NAME  # a runtime argument: a new batch size compiles nothing new (Triton specialises 1 and multiples of 16)
     else:
         text = HOST_NAME if (args.vararg or args.kwonlyargs) else f"*, {HOST_NAME}"
     if every or args.vararg:

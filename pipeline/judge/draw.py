@@ -1,7 +1,8 @@
 """The draw: every input of one check, from the operating system's randomness, unknown to the candidate.
 
 A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
-few elements of magnitude 50 to 1000, so a kernel right only for small values fails), repeats of
+few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
+the reference runs on (its draws at another leading size: pipeline.judge.shapes), repeats of
 the first trial, an audit call on inputs of its own, and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
@@ -50,9 +51,12 @@ class Draw:
     offsets: dict[str, int]
     limit: int  # outputs with more elements than this are subsampled in extra calls
     verified: tuple[int, ...] = field(default=())
+    derived: tuple[dict[str, Any], ...] = field(default=())  # inputs of other shapes (pipeline.judge.shapes)
+    other_shapes: bool = False  # whether this check asked for them (none derived then says: not checked)
 
     @classmethod
-    def new(cls, options, hidden: tuple[str, ...], timed_count: int) -> Draw:
+    def new(cls, options, hidden: tuple[str, ...], timed_count: int, derived: tuple[dict[str, Any], ...] = (),
+            other_shapes: bool = False) -> Draw:
         trials = tuple({"name": f"trial_{i + 1}", "seed": _seed()} for i in range(options.correctness_trials))
         made = []
         for kind in hidden:
@@ -66,8 +70,9 @@ class Draw:
         verified = tuple(sorted(secrets.SystemRandom().sample(range(trial_count), min(VERIFIED_TRIALS, trial_count))))
         extra = [f"repeat_{k + 1}" for k in range(options.repeat_calls)] + ["audit"] + [f"timed_{i}" for i in verified]
         offsets = {name: _offset() for name in extra}
+        shaped = tuple({"name": d["name"], "seed": _seed(), "resize": d["resize"]} for d in derived)
         return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,
-                   options.subsample_above, verified)
+                   options.subsample_above, verified, shaped, other_shapes)
 
     def sample(self, call: str) -> dict[str, int] | None:
         """The subsample of an extra call's outputs; None for a timed trial that is not compared."""
@@ -81,8 +86,8 @@ class Draw:
 
     @property
     def checked(self) -> tuple[dict[str, Any], ...]:
-        """The sets whose outputs are compared whole: the trials and the hidden trials."""
-        return self.trials + self.hidden
+        """The sets whose outputs are compared whole: the trials, the hidden trials, the inputs of other shapes."""
+        return self.trials + self.hidden + self.derived
 
     @property
     def timed_names(self) -> list[str]:

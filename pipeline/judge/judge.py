@@ -45,7 +45,7 @@ from pipeline.types import Candidate, Check, EvalOptions, EvalResult, Finding, F
 # Reads a candidate's source and returns the cheat patterns in it (pipeline.judge.audit.audit_source).
 Auditor = Callable[..., tuple[Finding, ...]]
 REFERENCE_TIMEOUT_S = 1800.0
-DERIVED_REFERENCE_TIMEOUT_S = 120.0  # at least, for the reference on inputs of other shapes (pipeline.judge.shapes)
+DERIVE_MIN_S = 20.0  # the reference's probing of other shapes has at least this (pipeline.judge.resize)
 DEFAULT_CACHE = "default"  # Judge(cache_dir=...): the reference cache under $EGG_CACHE (None: no disk cache)
 # How many bytes of reference outputs the judge lets the reference's worker run ahead of the candidate, at most
 # (and on a GPU at most an eighth of its memory: on an 80 GB card, 4 GB outputs are let run 2 sets ahead, not 4).
@@ -122,7 +122,6 @@ class Judge:
         self._references: OrderedDict[str, Reference] = OrderedDict()
         self._environment: dict[str, str] | None = None
         self._warned: set[str] = set()
-        self._derived: Judge | None = None  # judges inputs of other shapes (pipeline.judge.shapes), on the same workers
         self.reference_timeout_s = REFERENCE_TIMEOUT_S
 
     def __enter__(self) -> Judge:
@@ -153,7 +152,8 @@ class Judge:
             return known
         draw = self.draw(None)
         spec = {"kind": "reference", "mode": "full", "problem_path": problem.path, "options": _worker_options(self.options),
-                "sets": list(draw.checked), "timed_sets": list(draw.timed_sets)}
+                "sets": list(draw.checked), "timed_sets": list(draw.timed_sets), "derive": self.options.other_shapes,
+                "derive_min_s": DERIVE_MIN_S}
         job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=self.reference_timeout_s,
                               run_timeout_s=self.reference_timeout_s, read_only=(problem.path,),
                               cache_key=f"reference-{problem.fingerprint[:16]}")
@@ -178,12 +178,14 @@ class Judge:
             self._environment = environment_fingerprint(self.compare_device if self.options.device == "cuda" else "cpu")
         return cache_key(problem.fingerprint, self.options, self._environment)
 
-    def draw(self, reference: Reference | None) -> Draw:
-        """A fresh draw for one check: the hidden trials the reference can take (all asked for, on its first run)."""
+    def draw(self, reference: Reference | None, other_shapes: bool = False) -> Draw:
+        """A fresh draw for one check: the hidden trials the reference can take (all asked for, on its first run),
+        and with `other_shapes` the inputs of other shapes it runs on (its first run found them)."""
         opts = self.options
         wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, (opts.signed_trial, opts.scaled_trial, opts.outlier_trial)) if on)
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
-        return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0)
+        derived = tuple(reference.result.get("derived", [])) if reference is not None and other_shapes else ()
+        return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0, derived, other_shapes)
 
     def _ahead(self, reference: Reference) -> int:
         """How many checked sets of reference outputs the reference's worker may compute before the judge lets go
@@ -197,7 +199,7 @@ class Judge:
         weights = int(result.get("weight_bytes", 0))
         # facts cached before the input bytes were recorded: the problem's bytes less its outputs (weights included)
         inputs = int(result.get("input_bytes", max(0, int(result.get("min_bytes", 0)) - outputs - weights)))
-        checked = self.options.correctness_trials + len(reference.hidden)
+        checked = self.options.correctness_trials + len(reference.hidden) + len(reference.result.get("derived", []))
         timed = self.options.timed_input_sets if self.timing_enabled else 0
         return limits.Footprint(inputs, outputs, weights, min(self._ahead(reference), max(1, checked)), timed)
 
@@ -263,63 +265,30 @@ class Judge:
 
     def evaluate(self, problem: Problem, candidate: Candidate, *, other_shapes: bool | None = None) -> EvalResult:
         """Judge one candidate. Never raises for anything the candidate does, nor for a fault of the judge's own:
-        infrastructure faults and internal errors become infra_error with their story. `other_shapes`: judge a
-        pass on inputs of other shapes too (None: as the options say; a search asks only for the candidates it
-        would keep, through `check_other_shapes`)."""
+        infrastructure faults and internal errors become infra_error with their story. `other_shapes`: call it on
+        inputs of other shapes too, in the same check (None: as the options say; pipeline.judge.shapes)."""
         start = time.monotonic()
-        verdict = self._evaluate_once(problem, candidate)
+        shaped = self.options.other_shapes if other_shapes is None else other_shapes
+        verdict = self._evaluate_once(problem, candidate, shaped)
         if _side_stream_only(verdict):
             # The host's clock to a full-device sync is noisy on a shared machine: an honest tiny kernel read 0.059-
             # 0.073 ms against 0.054 allowed in 3 of some 30 H200 runs, a cheat 0.23 ms every time. A second,
             # complete evaluation (fresh inputs, fresh worker) decides, and its times are the ones reported: a
             # ban needs both to fail, and a pass never reports the times of the run that failed.
-            again = self._evaluate_once(problem, candidate)
+            again = self._evaluate_once(problem, candidate, shaped)
             first = next(c for c in verdict.checks if c.name == "side_stream")
             if _side_stream_only(again):
                 verdict = dataclasses.replace(again, reason=f"{again.reason} (the second of two timings; the first: {first.detail})")
             else:
                 note = Flag("side_stream_retimed", f"the first timing failed the side-stream check ({first.detail}); this second one decides")
                 verdict = dataclasses.replace(again, flags=(*again.flags, note))
-        if verdict.ok and (self.options.other_shapes if other_shapes is None else other_shapes):
-            verdict = self._other_shapes(problem, candidate, verdict)
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
 
-    def check_other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
-        """A passing verdict judged on inputs of other shapes as well (what `evaluate` does when asked to)."""
-        if not verdict.ok:
-            return verdict
-        start = time.monotonic()
-        checked = self._other_shapes(problem, candidate, verdict)
-        total = round(verdict.duration_s + time.monotonic() - start, 3)
-        return dataclasses.replace(checked, duration_s=total, judge_phase_s=dict(checked.judge_phase_s, total=total))
-
-    def _other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
-        """The passing candidate judged on inputs of other shapes (pipeline.judge.shapes): a wrong answer there
-        fails the verdict; a clean refusal marks it specialised."""
-        from pipeline.judge import shapes
-
-        if self._derived is None:
-            self._derived = Judge(shapes.derived_options(self.options), pool=self.pool, auditor=self.auditor, cache_dir=self.cache)
-            self._derived._warned = self._warned  # one warning per process, whichever judge meets it first
-        started = time.monotonic()
-        facts = self._references.get(problem.fingerprint)
-        facts_result = facts.result if facts is not None else {}
-        # a reference that hangs on other inputs ends in minutes, not the half hour a problem's first run may take
-        spent = sum(float(v) for v in (facts.worker_phase_s.values() if facts is not None else ()) if isinstance(v, (int, float)))
-        self._derived.reference_timeout_s = max(DERIVED_REFERENCE_TIMEOUT_S, 10 * spent)
-        try:
-            report = shapes.check_other_shapes(self._derived, problem, candidate, default_cache_root() / "derived", facts_result)
-        except Exception as exc:  # noqa: BLE001 - a fault of the judge's own there never turns a passing verdict into a crash
-            note = f"{shapes.UNCHECKED}: the check failed inside the judge: {type(exc).__name__}: {str(exc)[:300]}"
-            report = shapes.ShapeReport(shapes.UNCHECKED, Check("other_shapes", None, note))
-        checked = report.apply(verdict)
-        return dataclasses.replace(checked, judge_phase_s=dict(checked.judge_phase_s, other_shapes=round(time.monotonic() - started, 3)))
-
-    def _evaluate_once(self, problem: Problem, candidate: Candidate) -> EvalResult:
+    def _evaluate_once(self, problem: Problem, candidate: Candidate, other_shapes: bool) -> EvalResult:
         base = EvalResult(Status.INFRA_ERROR, "", problem, candidate, self.options.device)
         try:
-            verdict = Evaluation(self, problem, candidate).run()
+            verdict = Evaluation(self, problem, candidate, other_shapes).run()
         except ReferenceError as exc:
             verdict = dataclasses.replace(base, reason=str(exc), log_tail=exc.log_tail)
         except InfraError as exc:
@@ -410,6 +379,7 @@ class Comparer:
         # whole set goes back at once (a GiB output is not held until the last repeat)
         self.repeat_refs: dict[str, list[torch.Tensor]] = {}
         self._asked: set[str] = set()
+        self.refused: set[str] = set()  # calls on inputs of other shapes the candidate refused: nothing to compare
         self.on_release: Callable[[], None] = lambda: None  # a checked set's reference output was let go
         self.trial_clock: list[float] = []
         self._lock = threading.Lock()
@@ -421,6 +391,9 @@ class Comparer:
 
     def reference_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
         with self._lock:
+            if call in self.refused:
+                self.on_release()
+                return
             self.reference[call] = [t.to(self.device) for t in tensors]
             for name in [n for n in self.candidate if self.draw.reference_name(n) == call]:
                 self._compare(name)
@@ -437,6 +410,8 @@ class Comparer:
             first = self.structure.get(self.draw.trials[0]["name"], {})
             expected = self.structure.get(self.draw.reference_name(call), first).get("tensors", [])
             limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
+            if any(s["name"] == call for s in self.draw.derived):  # the problem's own size on another shape: a wrong answer, compared
+                limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])))
             given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
             if given > limit:
                 return f"call {call} handed over {given} bytes of outputs, more than the reference's {limit}"
@@ -452,6 +427,16 @@ class Comparer:
         limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
         given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
         return f"the reference's {call} handed over {given} bytes of outputs, more than its recorded {limit}" if given > limit else ""
+
+    def call_record(self, record: dict[str, Any]) -> None:
+        """A call's record as it returned: a refused call on inputs of another shape lets its reference go."""
+        name = record.get("name")
+        if not record.get("refused") or self.draw is None or name not in {s["name"] for s in self.draw.derived}:
+            return
+        with self._lock:
+            self.refused.add(name)
+            if self.reference.pop(name, None) is not None:
+                self.on_release()
 
     def candidate_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
         with self._lock:
@@ -555,8 +540,9 @@ class Evaluation:
     """One candidate through the judge: the audit, its worker and the reference's started together, the inputs
     sent when the candidate is constructed, the timing once the reference's worker has ended, then the verdict."""
 
-    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate) -> None:
+    def __init__(self, judge: Judge, problem: Problem, candidate: Candidate, other_shapes: bool = False) -> None:
         self.judge, self.problem, self.candidate = judge, problem, candidate
+        self.other_shapes = other_shapes  # call it on the inputs of other shapes the reference runs on, too
         self.phases: dict[str, float] = {}
         self._clock = time.monotonic()
 
@@ -605,7 +591,7 @@ class Evaluation:
                     job.kill()
                     job.wait()
                     return dataclasses.replace(audit.early(reference), judge_phase_s=self.phases, reference_source=reference.source)
-            draw = judge.draw(reference)
+            draw = judge.draw(reference, self.other_shapes)
             comparer.start(draw, reference.degeneracy, reference.result["structure"])
             ref_job = judge._start_reference(self.problem, draw, comparer, reference, job_limits)
             jobs.append(ref_job)
@@ -687,7 +673,8 @@ class Evaluation:
         }
         pool, opts = self.judge.pool, self.judge.options
         waits = frozenset({"start", "inputs", "go"} if self.judge.timing_enabled else {"start", "inputs"})
-        handlers = Handlers(check=comparer.check_candidate, outputs=comparer.candidate_outputs, sample=comparer.sample, waits=waits)
+        handlers = Handlers(check=comparer.check_candidate, outputs=comparer.candidate_outputs, sample=comparer.sample, waits=waits,
+                            call=comparer.call_record)
         return pool.start(spec, pool.new_workdir("candidate"), compile_timeout_s=opts.compile_timeout_s, run_timeout_s=opts.run_timeout_s,
                           read_only=(self.problem.path, self.candidate.path), cache_key=f"candidate-{self.candidate.fingerprint[:16]}",
                           handlers=handlers, job_limits=job_limits)

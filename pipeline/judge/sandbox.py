@@ -143,6 +143,7 @@ class Handlers:
     outputs: Callable[[str, list], None] = lambda call, tensors: None
     sample: Callable[[str], dict | None] = lambda call: None
     waits: frozenset[str] = frozenset()  # the messages this side will send (start, inputs, go): the only waits excused
+    call: Callable[[dict], None] = lambda record: None  # a call's record, as it returned
 
 
 class Job:
@@ -281,6 +282,7 @@ class Job:
                 self._tamper(f"a second record of call {str(name)[:40]!r}")
                 return
             self.calls.append(message["record"])
+            self.handlers.call(message["record"])
         elif kind == "timing" and isinstance(message.get("summary"), dict) and self.timing is None:
             self.timing = message["summary"]
         else:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipeline.judge import shapes
 from pipeline.judge.draw import Draw
 from pipeline.judge.probes import LIBRARY_OPS, NOMINAL_BYTES_PER_S, work_seconds
 from pipeline.judge.sandbox import JobOutcome
@@ -81,6 +82,7 @@ class CallClaim(_Claims):
     children_cpu_s: float = 0.0
     work: WorkClaim = Field(default_factory=WorkClaim)
     checksum: list[float | None] = Field(default_factory=list)
+    refused: str = ""  # a call on inputs of another shape the candidate refused: its exception, one line
 
 
 class TimingClaim(_Claims):
@@ -174,6 +176,7 @@ class Verdict:
         self.options = judge.options
         self.checks: list[Check] = [audit]
         self.trials: list = []
+        self.generality = ""  # on inputs of other shapes (pipeline.judge.shapes), once judged
         self.flags: list[Flag] = [Flag("note", n) for n in reference.notes]
         self.environment: dict[str, str] = dict(reference.result.get("environment", {}))
         if reference.degeneracy.degenerate:
@@ -196,6 +199,7 @@ class Verdict:
             flags=tuple(self.flags),
             environment=self.environment,
             baselines=self._baselines(),
+            generality=self.generality if status is Status.OK else "",
             **extra,
         )
 
@@ -335,7 +339,8 @@ class CandidateChecks:
         self.reference = verdict.reference
         self.comparer = verdict.comparer
         self.draw = verdict.draw
-        self.calls = {c.name: c for c in report.calls}
+        self.calls = {c.name: c for c in report.calls if not c.refused}
+        self.refused = {c.name: c.refused for c in report.calls if c.refused}
         self.floor_ms: float | None = None
 
     def run(self) -> tuple[Status, str]:
@@ -350,6 +355,7 @@ class CandidateChecks:
             (Status.INFRA_ERROR, self.same_inputs),
             (Status.MISMATCH, self.output_structure),
             (Status.MISMATCH, self.correctness),
+            (Status.MISMATCH, self.other_shapes),
             (Status.BANNED, self.timing_bracket),
             (Status.BANNED, self.side_stream),
             (Status.BANNED, self.physical_limit),
@@ -357,6 +363,8 @@ class CandidateChecks:
         first: tuple[Status, str] | None = None
         for status, check in ordered:
             outcome = check()
+            if outcome is None:  # a check this run did not ask for
+                continue
             self.verdict.checks.append(outcome)
             if outcome.passed is False and first is None:
                 first = (status, f"{outcome.name}: {outcome.detail}")
@@ -408,7 +416,8 @@ class CandidateChecks:
         return Check("triton_launched", True, f"launched: {per_call}")
 
     def torch_delegation(self) -> Check:
-        return delegation_check(self.reference.result, self.report)
+        sizes = {d["name"]: d["resize"]["new"] / max(1, d["resize"]["nominal"]) for d in self.draw.derived}
+        return delegation_check(self.reference.result, self.report, sizes)
 
     def same_inputs(self) -> Check:
         ref_sums = self.verdict.checked_reference.get("checksums", {})
@@ -418,6 +427,7 @@ class CandidateChecks:
 
     def output_structure(self) -> Check:
         structure = self.verdict.checked_reference.get("structure") or self.reference.result["structure"]
+        shaped = {s["name"] for s in self.draw.derived}
         for name, call in self.calls.items():
             expected = structure.get(self.draw.reference_name(name))
             if expected is None:
@@ -429,14 +439,16 @@ class CandidateChecks:
             if handed is not None and len(handed) != len(wanted):
                 return Check("output_structure", False, f"call {name} handed over {len(handed)} tensors, the reference returns {len(wanted)}")
             for i, ((dtype, shape), (ref_dtype, ref_shape)) in enumerate(zip(handed or [], wanted)):
-                full = not (name.startswith("repeat_") or name in self.draw.offsets)
+                # extra calls' outputs are subsampled; a wrong shape on inputs of another shape is a wrong answer there
+                full = not (name.startswith("repeat_") or name in self.draw.offsets or name in shaped)
                 if dtype != ref_dtype or (full and shape != ref_shape):
                     return Check("output_structure", False, f"call {name} output {i}: {shape} {dtype}, reference {ref_shape} {ref_dtype}")
         return Check("output_structure", True, "same type, count, shapes and dtypes as the reference")
 
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
-        expected = list(self.calls) + (draw.timed_names if self.report.timing is not None else [])
+        shaped = {s["name"] for s in draw.derived}
+        expected = [n for n in self.calls if n not in shaped] + (draw.timed_names if self.report.timing is not None else [])
         missing = [n for n in expected if n not in comparer.results]
         for name in expected:
             if name in comparer.results:
@@ -449,6 +461,13 @@ class CandidateChecks:
             return Check("correctness", False, f"{failed[0].name}: {failed[0].detail}" + (f" (and {len(failed) - 1} more call(s))" if len(failed) > 1 else ""))
         worst = max((t.max_abs_err or 0.0) for t in self.verdict.trials) if self.verdict.trials else 0.0
         return Check("correctness", True, f"{len(self.verdict.trials)} calls match (max abs error {worst:.3g})")
+
+    def other_shapes(self) -> Check:
+        """Inputs of other shapes (pipeline.judge.shapes): right on each, or refused cleanly."""
+        check, generality = shapes.judge_calls(self.draw, self.reference.result, self.comparer.results, self.refused)
+        self.verdict.generality = generality
+        self.verdict.trials.extend(self.comparer.results[s["name"]] for s in self.draw.derived if s["name"] in self.comparer.results)
+        return check  # type: ignore[return-value]
 
     def timing_bracket(self) -> Check:
         """The parent's clock around the timed trials against what the worker's times explain."""
@@ -514,12 +533,13 @@ class CandidateChecks:
 # Delegation by work ---------------------------------------------------------------------------------------------
 
 
-def delegation_check(reference: dict[str, Any], report: WorkerReport) -> Check:
+def delegation_check(reference: dict[str, Any], report: WorkerReport, sizes: dict[str, float] | None = None) -> Check:
     """Whether torch (or the host) still does the job: every compute op outside a Triton kernel, on every call the
     candidate made (checked and timed), as a share of the reference's own work. A library primitive (a GEMM, a
     convolution, pooling, a scan, resampling: probes.LIBRARY_OPS) kept in torch is fine when the problem has other
     work for the candidate's kernels to do (a cuBLAS GEMM with its epilogue fused in Triton); on a problem that is
-    nothing but such primitives it is the whole job."""
+    nothing but such primitives it is the whole job. `sizes`: a call on inputs of another shape, the factor its
+    leading size has over the problem's, when larger (its work is compared with the reference's at that size)."""
     ref = WorkClaim.model_validate(reference.get("work", {}))
     ref_other = work_seconds(ref.other_bytes, ref.other_flops)
     ref_total = max(ref_other + work_seconds(ref.library_bytes, ref.library_flops), reference.get("min_bytes", 0) / NOMINAL_BYTES_PER_S, 1e-12)
@@ -532,7 +552,7 @@ def delegation_check(reference: dict[str, Any], report: WorkerReport) -> Check:
     used: set[str] = set()
     library: set[str] = set()
     for name, work in calls:
-        per = max(work.calls, 1) if name == "timed" else 1
+        per = max(work.calls, 1) if name == "timed" else max(1.0, (sizes or {}).get(name, 1.0))
         other_share = work_seconds(work.other_bytes, work.other_flops) / per / (ref_other if ref_other > 0 else ref_total)
         lib_share = 0.0 if library_allowed else work_seconds(work.library_bytes, work.library_flops) / per / ref_total
         ops = set(work.ops)

@@ -20,14 +20,17 @@ import json
 import math
 import os
 import platform
+import re
+import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any
 
 import torch
 
-from pipeline.judge import channel, timing
+from pipeline.judge import channel, resize, timing
 from pipeline.judge.compare import DegeneracyWatch, subsample
 from pipeline.judge.probes import (
     HostProbe,
@@ -230,6 +233,8 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
     transform = input_set.get("transform") or ("signed" if input_set.get("signed") else "")
     with device:
         inputs = list(get_inputs())
+        if input_set.get("resize"):  # inputs of another shape: the same draws, cut or grown (pipeline.judge.resize)
+            inputs = resize.resize(inputs, input_set["resize"], get_inputs)
         if transform == "signed":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 1)
             _replace(inputs, lambda v: torch.randn(v.shape, generator=gen, device=device).to(v.dtype))
@@ -272,6 +277,7 @@ def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 OUTLIER_SHARE = 0.01
+DERIVE_MIN_S, DERIVE_FACTOR = 20.0, 4.0  # the reference's probing of other shapes: at least this, or 4x its own sets
 
 
 def _floating(value: Any) -> bool:
@@ -404,6 +410,7 @@ class ReferenceRun:
         torch.manual_seed(job.options["seed"])
         model = problem.Model(*init).to(job.device)
         job.phase("reference")
+        started = time.monotonic()
         self.result["structure"], self.result["checksums"] = {}, {}
         work, degeneracy, unusable = Work(), DegeneracyWatch(), []
         checked, ahead = int(spec.get("checked", len(spec["sets"]))), int(spec.get("ahead", 1 << 30))
@@ -438,6 +445,9 @@ class ReferenceRun:
         if job.device.type == "cuda" and job.options["timing"] and timed:
             job.phase("baselines")
             self.time_baselines(model, [make_inputs(problem.get_inputs, s, job.device) for s in timed])
+        if spec.get("derive"):  # last: a derivation that breaks the device breaks nothing measured before it
+            least = float(spec.get("derive_min_s", DERIVE_MIN_S))
+            self.derive(model, problem.get_inputs, first, budget_s=max(least, DERIVE_FACTOR * (time.monotonic() - started)))
 
     def describe(self, input_set: dict[str, Any], out: Any, degeneracy: DegeneracyWatch, unusable: list[str]) -> None:
         """A set's output structure, and what the facts need of its values (no output leaves this process)."""
@@ -469,6 +479,50 @@ class ReferenceRun:
         self.result["min_bytes"] = tensor_bytes(inputs) + model_bytes(model) + out_bytes
         self.result["input_bytes"], self.result["weight_bytes"] = tensor_bytes(inputs), model_bytes(model)  # for the judge's limits
         self.result["input_shapes"] = [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]  # what the verdict names
+
+    def derive(self, model: torch.nn.Module, get_inputs, first: dict[str, Any], budget_s: float) -> None:
+        """The inputs of other shapes the reference runs on (pipeline.judge.resize): for each anchor and size, the
+        first derivation it runs on with finite outputs, kept with its inputs' shapes and its output structure.
+        Probing stops once `budget_s` is spent (a reference slow on other inputs costs the check nothing more)."""
+        device, deadline = self.job.device, time.monotonic() + budget_s
+        nominal = make_inputs(get_inputs, first, device)
+        weights = self.result.get("weight_bytes", 0)
+        out_bytes = max(0, self.result.get("min_bytes", 0) - self.result.get("input_bytes", 0) - weights)
+        plans, derived, done = resize.plans(nominal, out_bytes), [], set()
+        del nominal
+        with _Alarm() as alarm:
+            for plan in plans:
+                key = (plan["size"], plan["anchor"])
+                if key in done:
+                    continue
+                what = f"{plan['size'].replace('_', ' ')} of tensor input {plan['anchor'] + 1}"
+                if time.monotonic() > deadline:
+                    self.result["derive_note"] = f"not checked: the reference's probing of other shapes stopped after {budget_s:.0f} s, before {what}"
+                    break
+                name = f"shape_{plan['size']}_{plan['anchor']}" + ("" if plan["shared"] else "_alone")
+                try:
+                    alarm.set(deadline - time.monotonic())
+                    inputs = make_inputs(get_inputs, {"name": name, "seed": first["seed"], "resize": plan}, device)
+                    with torch.no_grad():
+                        out = model(*inputs)
+                    self.job.sync()
+                    alarm.set(0)
+                    tensors = [t for t in flatten_output(out)[1] if isinstance(t, torch.Tensor)]
+                    if any(t.is_floating_point() and not _all_finite(t) for t in tensors):
+                        continue
+                except OutOfTime:
+                    self.result["derive_note"] = f"not checked: the reference ran past the {budget_s:.0f} s its probing of other shapes has, on {what}"
+                    break
+                except Exception:  # noqa: BLE001 - the reference does not take these inputs: not a shape it owes
+                    alarm.set(0)
+                    if device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    continue
+                done.add(key)
+                self.result["structure"][name] = {"kind": flatten_output(out)[0], "tensors": [describe(t) for t in tensors]}
+                derived.append({"name": name, "resize": plan, "shapes": resize.shapes(inputs)})
+                del out, inputs, tensors
+        self.result["derived"] = derived
 
     def time_baselines(self, model: torch.nn.Module, sets: list[list[Any]]) -> None:
         job, opts = self.job, self.job.options
@@ -584,6 +638,61 @@ def _raised(exc: BaseException) -> str:
     if limit and (isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "DefaultCPUAllocator" in str(exc)):
         return f"went over the memory limit of {int(limit) / 2**30:.3g} GB ({text[:300]})"
     return text
+
+
+class OutOfTime(BaseException):
+    """The reference's probing of other shapes ran past its time (raised by the alarm inside the reference's code,
+    which no `except Exception` of the problem's can swallow)."""
+
+
+class _Alarm:
+    """SIGALRM raising OutOfTime after `set(seconds)`; a hang in Python code ends there (a hang inside one device
+    call still ends at the job's own timeout)."""
+
+    def __enter__(self) -> _Alarm:
+        self.usable = threading.current_thread() is threading.main_thread()
+        if self.usable:
+            self.previous = signal.signal(signal.SIGALRM, self._ring)
+        return self
+
+    @staticmethod
+    def _ring(signum, frame) -> None:
+        raise OutOfTime()
+
+    def set(self, seconds: float) -> None:
+        if self.usable:
+            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001) if seconds else 0.0)
+
+    def __exit__(self, *exc) -> None:
+        if self.usable:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+            signal.signal(signal.SIGALRM, self.previous)
+
+
+class Refused(Exception):
+    """A call on inputs of another shape that the candidate refused cleanly (`text`: its exception, one line)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """A plain exception the candidate's code raised, not a fault: not memory, not the device, not a compile (torch's
+    own allocators raise RuntimeError itself: "DefaultCPUAllocator: not enough memory"; a ValueError of the
+    candidate's that mentions memory is still its refusal)."""
+    faults = (MemoryError, torch.OutOfMemoryError, getattr(torch, "AcceleratorError", MemoryError))
+    if not isinstance(exc, Exception) or isinstance(exc, faults) or is_compile_error(exc) or "CUDA error" in str(exc):
+        return False
+    return not (type(exc) is RuntimeError and _TORCH_FAULT.search(str(exc)))
+
+
+_TORCH_FAULT = re.compile(r"memory|allocat|device-side|illegal|segmentation", re.I)
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -807,7 +916,32 @@ class CandidateRun:
         self.verify("the import and construction")
         return model
 
-    def call(self, model, inputs: list[Any], name: str, *, sample: bool) -> Any:
+    def call_or_refuse(self, model, inputs: list[Any], name: str) -> None:
+        """A call on inputs of another shape, which the candidate may refuse: a plain exception of its own, raised
+        again when called again with the same inputs (a guard that lets a second call through is no guard), with
+        the device still sound after it. The refusal goes to the judge as the call's record; anything else (a
+        crash, a compile error, an error the second time only) is judged as any call's."""
+        try:
+            self.call(model, inputs, name, sample=False, refusable=True)
+            return
+        except Refused:
+            pass
+        try:
+            self.call(model, inputs, name, sample=False, refusable=True)
+        except Refused as again:
+            self.refuse(name, inputs, again)
+
+    def refuse(self, name: str, inputs: list[Any], refused: Refused) -> None:
+        self.job.sync()  # a fault the refusal hid shows here, as a crash
+        self.verify(f"call {name}")
+        record = {"name": name, "kind": "refused", "types": [], "tensors": [], "launches": 0, "own_launches": 0,
+                  "mutated_inputs": [], "threads_after": live_threads() - self.threads_before,
+                  "processes_after": other_processes(), "processes_started": 0, "children_cpu_s": 0.0,
+                  "work": Work().to_json(), "checksum": checksum(inputs), "refused": refused.text}
+        self.calls.append(record)
+        self.job.send({"type": "call", "record": record})
+
+    def call(self, model, inputs: list[Any], name: str, *, sample: bool, refusable: bool = False) -> Any:
         """One observed call: poisoned free memory, its torch work, input-mutation check, launches, threads; once
         it has returned and the judge's integrity is verified, its record goes to the judge at once (a later call
         cannot edit it) and its outputs follow (subsampled where the judge says)."""
@@ -826,6 +960,8 @@ class CandidateRun:
                 out = self.watched_call(model, inputs)
             self.job.sync()
         except Exception as exc:
+            if refusable and is_refusal(exc):
+                raise Refused(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             raise JobFailure(status, f"call {name} {_raised(exc)}", traceback.format_exc())
         finally:
@@ -927,7 +1063,10 @@ class CandidateRun:
             inputs = make_inputs(get_inputs, input_set, job.device)
             if i == 0:
                 job.phase("first_call")
-            self.call(model, inputs, input_set["name"], sample=False)
+            if input_set.get("resize"):
+                self.call_or_refuse(model, inputs, input_set["name"])
+            else:
+                self.call(model, inputs, input_set["name"], sample=False)
             if i == 0:
                 job.phase("correctness")
                 # GiB inputs are not held through the other sets' calls: the repeats draw them again (same seed,

@@ -61,9 +61,3 @@ class LockedJudge:
             return self.judge.evaluate(problem, candidate, **kwargs)
         with self.lock:
             return self.judge.evaluate(problem, candidate, **kwargs)
-
-    def check_other_shapes(self, problem: Problem, candidate: Candidate, verdict: EvalResult) -> EvalResult:
-        if self.lock is None:
-            return self.judge.check_other_shapes(problem, candidate, verdict)
-        with self.lock:
-            return self.judge.check_other_shapes(problem, candidate, verdict)

@@ -457,16 +457,10 @@ class Optimizer:
         return cid, result
 
     def _evaluate(self, candidate) -> EvalResult:
-        """The judge's verdict; inputs of other shapes (pipeline.judge.shapes) are judged for a pass the search would
-        keep, not for every pass (on a GPU that check costs about as much as the check itself): a kernel wrong on
-        another batch never becomes the best, and its failure reaches the Debug agent like any other."""
-        judge = self.judge
-        if not getattr(judge.options, "other_shapes", False) or not hasattr(judge, "check_other_shapes"):
-            return judge.evaluate(self.problem, candidate)
-        result = judge.evaluate(self.problem, candidate, other_shapes=False)
-        if result.ok and self._better(result):
-            result = judge.check_other_shapes(self.problem, candidate, result)
-        return result
+        """The judge's verdict, inputs of other shapes included (pipeline.judge.shapes: part of the check's own draw,
+        so every pass is judged there): a kernel wrong on another batch never becomes the best, and its failure
+        reaches the Debug agent like any other."""
+        return self.judge.evaluate(self.problem, candidate)
 
     def _baselines_once(self, result: EvalResult) -> None:
         """The reference's own times, said once, as soon as a verdict carries them."""

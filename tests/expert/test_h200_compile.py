@@ -1,5 +1,5 @@
 """The templates compile for the H200 (sm_90) at the suite's full sizes, on this CPU: every kernel of a candidate
-compiles, with no register spills and within the shared memory a block may have; GEMMs and convolutions reach
+compiles, with no register spills (8 bytes at most: SPILL_ALLOWED_BYTES) and within the shared memory a block may have; GEMMs and convolutions reach
 the tensor cores (wgmma). This is the static survey `egg profile --static-only` runs."""
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ CASES = [  # (problem, options, kernels expected to use wgmma)
     ("level1/16_GELU_Scale_Bias.py", Options(vector=16), 0),
 ]
 
+# The general seeds take the batch (a GEMM's M) as a runtime argument, so a new batch size compiles nothing new: the
+# largest tf32x3 tile (128x128x64, 8 warps) then keeps 8 bytes of its row masks in local memory (0 with M constexpr)
+SPILL_ALLOWED_BYTES = 8
+
 
 @pytest.fixture(scope="module", autouse=True)
 def captured():
@@ -56,6 +60,6 @@ def test_every_kernel_compiles_for_sm90_without_spills_within_shared_memory(tmp_
     assert not survey.errors, survey.errors
     assert len({launch.facts.kernel for launch in survey.launches}) == lowered.written.kernels
     for launch in survey.launches:
-        assert launch.facts.spilled_bytes == 0, launch.facts
+        assert launch.facts.spilled_bytes <= SPILL_ALLOWED_BYTES, launch.facts
         assert launch.facts.shared_bytes <= MAX_SHARED_BYTES_PER_BLOCK, launch.facts
     assert sum(launch.facts.uses_wgmma for launch in survey.launches) >= tensor_core_kernels

@@ -1,6 +1,7 @@
-"""Inputs the judge was not shown: after a candidate passes on the problem's own inputs, the judge judges it on
-inputs of other shapes derived from them (the batch halved, then odd), where the reference runs on them. Right
-there: `general`; a clean refusal: `specialised to the problem's shapes`, with its error; a wrong answer: a failed
+"""Inputs the judge was not shown: every check also calls the candidate on inputs of other shapes derived from
+the problem's (each leading size set to 1, halved, odd, plus two, doubled, doubled plus one, quadrupled plus
+three), where the reference runs on them, in the same worker after the problem's own trials. Right there:
+`general`; a clean refusal: `specialised to the problem's shapes`, with its error; a wrong answer: a failed
 verdict that says which shapes."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import pytest
 import torch
 
 from pipeline.judge import Judge
-from pipeline.judge.shapes import GENERAL, SPECIALISED, Derivation, derived_source
+from pipeline.judge import resize
+from pipeline.judge.shapes import GENERAL, SPECIALISED
 from pipeline.problems.loader import load_candidate, load_problem
 from pipeline.types import EvalOptions, Status
 
@@ -39,7 +41,7 @@ def test_a_general_kernel_is_right_on_the_derived_shapes(judge):
 def test_literal_sizes_that_pass_the_problems_shapes_fail_on_another_batch(judge):
     result = judge.evaluate(load_problem(SOFTMAX), load_candidate(FIXTURES / "softmax_literal_rows.py"))
     assert result.status is Status.MISMATCH and result.generality == ""
-    assert result.reason.startswith("wrong on inputs of another shape, leading size halved ([8, 64])"), result.reason
+    assert result.reason.startswith("other_shapes: wrong on inputs of another shape, leading size halved ([8, 64])"), result.reason
     trial_checks = [c for c in result.checks if c.name != "other_shapes"]
     assert all(c.passed is not False for c in trial_checks)  # right on the problem's own inputs
 
@@ -59,18 +61,30 @@ def test_a_derivation_the_reference_does_not_run_on_is_not_owed(judge):
     assert "that input only" in check.detail
 
 
-def test_the_derived_problem_keeps_the_draws_and_cuts_them():
-    for name, rows in (("halved", 8), ("odd", 15), ("doubled_plus_one", 33)):
-        source = derived_source(SOFTMAX.read_text(), Derivation(name, True))
-        assert source.startswith(SOFTMAX.read_text().rstrip("\n")) and "get_inputs = _egg_derived_inputs" in source
-        namespace: dict = {}
-        exec(compile(source, "derived.py", "exec"), namespace)  # a repository problem: trusted here
-        torch.manual_seed(0)
-        derived = namespace["get_inputs"]()
-        torch.manual_seed(0)
-        nominal = namespace["_egg_derived_inputs"].__defaults__[0]()
-        assert [tuple(x.shape) for x in derived] == [(rows, 64)]
-        assert torch.equal(derived[0][: min(rows, 16)], nominal[0][: min(rows, 16)])  # the same draws, cut or grown
+def test_the_derived_inputs_keep_the_draws_and_cut_or_grow_them():
+    x = torch.rand(16, 64)
+    plans = resize.plans([x], output_bytes=x.numel() * 4)
+    sizes = {p["size"]: p["new"] for p in plans}
+    assert sizes == {"one": 1, "halved": 8, "odd": 15, "plus_two": 18, "doubled": 32, "doubled_plus_one": 33, "large": 67}
+    more = iter([[torch.rand(16, 64)] for _ in range(16)])
+    for plan in (p for p in plans if p["shared"]):
+        derived = resize.resize([x], plan, lambda: next(more))
+        assert [tuple(t.shape) for t in derived] == [(plan["new"], 64)]
+        assert torch.equal(derived[0][: min(plan["new"], 16)], x[: min(plan["new"], 16)])  # the same draws, cut or grown
+
+
+def test_anchors_count_only_tensors_with_a_leading_dimension():
+    """A 0-dim first input is no anchor, and the anchor's index means the same in every process (a red team's
+    0-dim scale moved the varied size to the bias)."""
+    inputs = [torch.tensor(2.0), torch.rand(16, 64), torch.rand(64)]
+    assert resize.anchors(inputs) == [0, 1]
+    derived = resize.resize(inputs, {"anchor": 0, "shared": True, "new": 8}, lambda: inputs)
+    assert [tuple(t.shape) for t in derived] == [(), (8, 64), (64,)]
+
+
+def test_growth_stops_where_the_inputs_would_get_large():
+    x = torch.empty(1 << 26, 4)  # 1 GiB
+    assert {p["size"] for p in resize.plans([x], output_bytes=0)} == {"one", "halved", "odd"}
 
 
 @pytest.mark.parametrize("example", ["elementwise_triton", "gemm_epilogue_triton", "layernorm_triton", "matmul_triton", "softmax_triton"])

@@ -11,7 +11,11 @@ holes it found, and what closes them:
   is tried in turn, and a problem where none varies says `not checked`;
 - an integer input equal to the batch kept while the tensors were cut, an input no caller makes (honest_count_arg
   failed): it follows the batch;
-- a reference that hangs on other inputs hung `egg check` (hang_derived): its run there has minutes, not half an hour.
+- a reference that hangs on other inputs hung `egg check` (hang_derived): its probing of other shapes, in its first
+  run, has 20 s (an alarm ends a hang in Python code) and the check says `not checked`.
+Since session 21 the inputs of other shapes are sets of the check itself (pipeline.judge.resize), so some attacks
+are caught at another size than before (a size of 1, plus two), and the scale-first problem's scale cut to one
+element already catches the hardcoded batch.
 Left as it is: only leading sizes vary (inner_fixed is `general`: the detail names every shape it was right on).
 CPU, the Triton interpreter; no timings."""
 
@@ -45,14 +49,18 @@ def verdict(judge, candidate: str, problem: Path = ROWSUM):
 @pytest.mark.parametrize("candidate", ["grows.py", "tail_mod4.py"])
 def test_a_kernel_wrong_above_the_batch_or_at_other_remainders_fails(judge, candidate):
     result = verdict(judge, candidate)
-    assert not result.ok, result.reason
-    assert result.reason.startswith("wrong on inputs of another shape, leading size doubled plus one ([33, 32])"), result.reason
+    assert result.status is Status.MISMATCH and "wrong on inputs of another shape, leading size" in result.reason, result.reason
 
 
-@pytest.mark.parametrize("candidate", ["wrong_then_raise.py", "crash_disguised.py", "oom_refusal.py"])
-def test_only_a_first_call_that_raises_cleanly_is_a_refusal(judge, candidate):
+def test_a_wrong_answer_before_a_refusal_is_a_wrong_answer(judge):
+    result = verdict(judge, "wrong_then_raise.py")
+    assert result.status is Status.MISMATCH and "wrong on inputs of another shape" in result.reason, result.reason
+
+
+@pytest.mark.parametrize("candidate", ["crash_disguised.py", "oom_refusal.py"])
+def test_a_crash_or_a_runaway_allocation_is_no_refusal(judge, candidate):
     result = verdict(judge, candidate)
-    assert not result.ok and result.reason.startswith("wrong on inputs of another shape"), result.reason
+    assert result.status is Status.RUNTIME_ERROR, result.reason
 
 
 def test_a_refusal_at_the_first_call_is_still_specialised(judge):
@@ -68,7 +76,7 @@ def test_caching_an_output_or_looking_for_the_derived_files_is_banned(judge, can
 
 def test_a_batch_carried_by_the_second_input_is_varied(judge):
     result = verdict(judge, "hardcoded_batch_scale_first.py", ATTACKS / "problems" / "scale_first.py")
-    assert not result.ok and "of tensor input 2" in result.reason, result.reason
+    assert result.status is Status.MISMATCH and "wrong on inputs of another shape" in result.reason, result.reason
 
 
 def test_an_integer_input_equal_to_the_batch_follows_it(judge):
@@ -89,9 +97,9 @@ def test_only_leading_sizes_vary(judge):
 
 
 def test_a_reference_that_hangs_on_other_inputs_ends_the_check_in_bounded_time(monkeypatch):
-    monkeypatch.setattr(judge_module, "DERIVED_REFERENCE_TIMEOUT_S", 20.0)
+    monkeypatch.setattr(judge_module, "DERIVE_MIN_S", 3.0)
     with Judge(CPU, cache_dir=None) as judge:
         result = verdict(judge, "honest_rowsum.py", ATTACKS / "problems" / "hang_derived.py")
     assert result.ok and result.generality == UNCHECKED, result.reason
     check = next(c for c in result.checks if c.name == "other_shapes")
-    assert check.passed is None and "ran past its limit" in check.detail
+    assert check.passed is None and "the reference ran past the 3 s its probing of other shapes has" in check.detail
