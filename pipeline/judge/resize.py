@@ -31,9 +31,11 @@ SIZES: tuple[tuple[str, Callable[[int], int]], ...] = (
     ("doubled_plus_one", lambda n: 2 * n + 1),
     ("large", lambda n: 4 * n + 3),
 )
-LATER_ANCHORS = ("halved", "odd", "doubled_plus_one")  # the sizes tried for a second or third carrier of a batch
-MAX_ANCHORS = 3  # tensor inputs tried as the batch's carrier: each distinct leading size, in order
-GROWTH_BYTES = 1 << 30  # a size above the problem's is tried only while its inputs and outputs stay below this
+LATER_ANCHORS = ("halved", "odd", "doubled_plus_one")  # the sizes tried for a later carrier of a batch
+APART = ("halved", "doubled_plus_one")  # also tried for the anchor alone, and with integers kept, where that differs
+MAX_ANCHORS = 6  # tensor inputs tried as the batch's carrier: each distinct leading size, in order
+GROWTH_BYTES = 1 << 30  # a size above the problem's is tried while its inputs and outputs stay below this...
+GROWTH_FACTOR, GROWTH_MOST = 2.2, 8 << 30  # ...or below 2.2x the problem's own, and never above 8 GiB
 
 
 def tensor_positions(inputs: list[Any]) -> list[int]:
@@ -53,22 +55,40 @@ def anchors(inputs: list[Any]) -> list[int]:
 
 
 def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
-    """Every derivation worth trying on these (nominal) inputs, in order, as `resize` specs: for each anchor and
-    each size, the shared change first, then the anchor alone. Growth stops at GROWTH_BYTES; sizes repeat once."""
+    """Every derivation worth trying on these (nominal) inputs, in order, as `resize` specs. For each anchor and
+    size, a group: the shared change first, then the anchor alone (the first the reference runs on is kept); for
+    the first anchor's APART sizes, where other inputs share its size, also the anchor alone and, where an integer
+    input equals it, the tensors changed with the integers kept (groups of their own: inputs of two batch sizes, a
+    count that does not follow). A size above the problem's only while the inputs that grow keep the whole below
+    the growth limit; each size once per anchor."""
     positions = tensor_positions(inputs)
+    nominal = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) + output_bytes
+    limit = max(GROWTH_BYTES, min(GROWTH_FACTOR * nominal, GROWTH_MOST))
     found = []
     for rank, k in enumerate(anchors(inputs)):
         n = inputs[positions[k]].shape[0]
-        nominal = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) + output_bytes
+        shared = [i for i in positions if inputs[i].shape[0] == n]
+        growing = sum(inputs[i].numel() * inputs[i].element_size() for i in shared) + output_bytes
+        counts = any(type(x) is int and x == n for x in inputs)
         seen = {n}
-        for name, size in SIZES:
-            new = size(n)
-            if rank > 0 and name not in LATER_ANCHORS or new < 1 or new in seen:
+        for size, rule in SIZES:
+            new = rule(n)
+            if rank > 0 and size not in LATER_ANCHORS or new < 1 or new in seen:
                 continue
-            if new > n and nominal * new / n > GROWTH_BYTES:
+            if new > n and nominal + growing * (new - n) / n > limit:
                 continue
             seen.add(new)
-            found += [{"size": name, "anchor": k, "shared": shared, "nominal": n, "new": new} for shared in (True, False)]
+
+            def plan(suffix: str, group: str, **how) -> dict[str, Any]:
+                return {"name": f"shape_{size}_{k}{suffix}", "group": group, "size": size, "anchor": k, "nominal": n,
+                        "new": new, **how}
+
+            found += [plan("", f"{size}_{k}", shared=True), plan("_alone", f"{size}_{k}", shared=False)]
+            if rank == 0 and size in APART:
+                if len(shared) > 1:
+                    found.append(plan("_apart", f"{size}_{k}_apart", shared=False))
+                if counts:
+                    found.append(plan("_counts_kept", f"{size}_{k}_counts", shared=True, counts=False))
     return found
 
 
@@ -86,7 +106,7 @@ def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list
     def derived(i: int, x: Any) -> Any:
         if i in chosen:
             return torch.cat([x, *(more[i] for more in extra)])[:new] if extra else x[:new].clone()
-        if spec["shared"] and type(x) is int and x == size:
+        if spec["shared"] and spec.get("counts", True) and type(x) is int and x == size:
             return new
         return x
 

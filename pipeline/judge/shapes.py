@@ -32,13 +32,14 @@ SIZE_WORDS = {"one": "1", "halved": "halved", "odd": "odd", "plus_two": "plus tw
               "doubled_plus_one": "doubled plus one", "large": "quadrupled plus three"}
 
 
-def label(derived: dict[str, Any]) -> str:
+def label(derived: dict[str, Any], transform: str = "") -> str:
     """How the verdict names one input set of another shape: 'leading size halved ([8, 64])'."""
     plan = derived["resize"]
     which = "" if plan["anchor"] == 0 else f" of tensor input {plan['anchor'] + 1}"
-    alone = "" if plan["shared"] else ", that input only"
+    alone = ("" if plan["shared"] else ", that input only") + ("" if plan.get("counts", True) else ", integer inputs kept")
+    values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
     shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
-    return f"leading size{which} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone} ({shapes})"
+    return f"leading size{which} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone}{values} ({shapes})"
 
 
 def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult], refused: dict[str, str]) -> tuple[Check | None, str]:
@@ -48,12 +49,13 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         return None, ""
     found = {d["name"]: d for d in reference.get("derived", [])}
     if not draw.derived:
-        why = reference.get("derive_note") or "the reference runs on no input of another leading size"
+        why = reference.get("derive_note") or ("the reference runs at no other leading size of its tensor inputs (tensors inside "
+                                               "lists or tuples are not varied)")
         return Check("other_shapes", None, f"{UNCHECKED}: {why}"), UNCHECKED
     seen, declined = [], []
     for derived in draw.derived:
         name = derived["name"]
-        what = label(found.get(name, {"resize": derived["resize"]}))
+        what = label(found.get(name, {"resize": derived["resize"]}), derived.get("transform", ""))
         if name in refused:
             declined.append(f"{what}: {refused[name]}")
         elif name not in results:

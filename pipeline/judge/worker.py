@@ -484,22 +484,24 @@ class ReferenceRun:
         """The inputs of other shapes the reference runs on (pipeline.judge.resize): for each anchor and size, the
         first derivation it runs on with finite outputs, kept with its inputs' shapes and its output structure.
         Probing stops once `budget_s` is spent (a reference slow on other inputs costs the check nothing more)."""
-        device, deadline = self.job.device, time.monotonic() + budget_s
+        device, began = self.job.device, time.monotonic()
+        deadline = began + budget_s
         nominal = make_inputs(get_inputs, first, device)
         weights = self.result.get("weight_bytes", 0)
         out_bytes = max(0, self.result.get("min_bytes", 0) - self.result.get("input_bytes", 0) - weights)
-        plans, derived, done = resize.plans(nominal, out_bytes), [], set()
+        plans, derived, done, kept = resize.plans(nominal, out_bytes), [], set(), set()
         del nominal
         with _Alarm() as alarm:
             for plan in plans:
-                key = (plan["size"], plan["anchor"])
-                if key in done:
+                key = plan["group"]
+                same = (plan["anchor"], plan["new"], plan["shared"], plan.get("counts", True))
+                if key in done or same in kept:
                     continue
                 what = f"{plan['size'].replace('_', ' ')} of tensor input {plan['anchor'] + 1}"
                 if time.monotonic() > deadline:
-                    self.result["derive_note"] = f"not checked: the reference's probing of other shapes stopped after {budget_s:.0f} s, before {what}"
+                    self.result["derive_note"] = f"the reference's probing of other shapes stopped after {budget_s:.0f} s, before {what}"
                     break
-                name = f"shape_{plan['size']}_{plan['anchor']}" + ("" if plan["shared"] else "_alone")
+                name = plan["name"]
                 try:
                     alarm.set(deadline - time.monotonic())
                     inputs = make_inputs(get_inputs, {"name": name, "seed": first["seed"], "resize": plan}, device)
@@ -511,7 +513,7 @@ class ReferenceRun:
                     if any(t.is_floating_point() and not _all_finite(t) for t in tensors):
                         continue
                 except OutOfTime:
-                    self.result["derive_note"] = f"not checked: the reference ran past the {budget_s:.0f} s its probing of other shapes has, on {what}"
+                    self.result["derive_note"] = f"the reference ran past the {budget_s:.0f} s its probing of other shapes has, on {what}"
                     break
                 except Exception:  # noqa: BLE001 - the reference does not take these inputs: not a shape it owes
                     alarm.set(0)
@@ -519,10 +521,12 @@ class ReferenceRun:
                         torch.cuda.empty_cache()
                     continue
                 done.add(key)
+                kept.add(same)
                 self.result["structure"][name] = {"kind": flatten_output(out)[0], "tensors": [describe(t) for t in tensors]}
                 derived.append({"name": name, "resize": plan, "shapes": resize.shapes(inputs)})
                 del out, inputs, tensors
         self.result["derived"] = derived
+        self.result["derive_s"] = round(time.monotonic() - began, 3)
 
     def time_baselines(self, model: torch.nn.Module, sets: list[list[Any]]) -> None:
         job, opts = self.job, self.job.options
@@ -677,14 +681,21 @@ class Refused(Exception):
         self.text = text
 
 
-def is_refusal(exc: BaseException) -> bool:
-    """A plain exception the candidate's code raised, not a fault: not memory, not the device, not a compile (torch's
-    own allocators raise RuntimeError itself: "DefaultCPUAllocator: not enough memory"; a ValueError of the
-    candidate's that mentions memory is still its refusal)."""
+def is_refusal(exc: BaseException, candidate_path: str = "") -> bool:
+    """A plain exception the candidate's code raised, not a fault: not memory, not the device, not a compile, not
+    Triton's interpreter (on a GPU the same kernel fails to compile). Raised in the candidate's own file, its
+    message is its own ("shared-memory tile allocated for 16 rows" is a guard); raised inside torch, a
+    RuntimeError about memory is torch's allocator running out ("DefaultCPUAllocator: not enough memory")."""
     faults = (MemoryError, torch.OutOfMemoryError, getattr(torch, "AcceleratorError", MemoryError))
     if not isinstance(exc, Exception) or isinstance(exc, faults) or is_compile_error(exc) or "CUDA error" in str(exc):
         return False
-    return not (type(exc) is RuntimeError and _TORCH_FAULT.search(str(exc)))
+    if any(type(e).__name__ == "InterpreterError" for e in (exc, exc.__cause__, exc.__context__) if e is not None):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    own = tb is not None and candidate_path and os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(candidate_path)
+    return bool(own) or not (type(exc) is RuntimeError and _TORCH_FAULT.search(str(exc)))
 
 
 _TORCH_FAULT = re.compile(r"memory|allocat|device-side|illegal|segmentation", re.I)
@@ -917,27 +928,37 @@ class CandidateRun:
         return model
 
     def call_or_refuse(self, model, inputs: list[Any], name: str) -> None:
-        """A call on inputs of another shape, which the candidate may refuse: a plain exception of its own, raised
-        again when called again with the same inputs (a guard that lets a second call through is no guard), with
-        the device still sound after it. The refusal goes to the judge as the call's record; anything else (a
-        crash, a compile error, an error the second time only) is judged as any call's."""
+        """A call on inputs of another shape, which the candidate may refuse: a plain exception of its own, that
+        left its inputs as they were, raised again when called again with a fresh copy of the same inputs (a guard
+        that lets a second call through is no guard; one that tells the judge's retry by the tensors' identity
+        meets new ones), with the device still sound after it. The refusal goes to the judge as the call's record;
+        anything else (a crash, a compile error, an error the second time only) is judged as any call's. The repeats
+        on the problem's own inputs come later: a refusal that left the model in another state fails there."""
+        sums = checksum(inputs)
         try:
             self.call(model, inputs, name, sample=False, refusable=True)
             return
         except Refused:
-            pass
+            self.unchanged(name, inputs, sums)
+        again = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         try:
-            self.call(model, inputs, name, sample=False, refusable=True)
-        except Refused as again:
-            self.refuse(name, inputs, again)
+            self.call(model, again, name, sample=False, refusable=True)
+        except Refused as refused:
+            self.unchanged(name, again, sums)
+            self.refuse(name, sums, refused)
 
-    def refuse(self, name: str, inputs: list[Any], refused: Refused) -> None:
-        self.job.sync()  # a fault the refusal hid shows here, as a crash
+    def unchanged(self, name: str, inputs: list[Any], sums: list[float | None]) -> None:
+        """A refusal that wrote to its inputs first is no refusal: the caller's tensors are damaged."""
+        self.job.sync()
+        if checksum(inputs) != sums:
+            raise JobFailure("banned", f"input_mutation: call {name} wrote to its inputs, then refused them")
+
+    def refuse(self, name: str, sums: list[float | None], refused: Refused) -> None:
         self.verify(f"call {name}")
         record = {"name": name, "kind": "refused", "types": [], "tensors": [], "launches": 0, "own_launches": 0,
                   "mutated_inputs": [], "threads_after": live_threads() - self.threads_before,
                   "processes_after": other_processes(), "processes_started": 0, "children_cpu_s": 0.0,
-                  "work": Work().to_json(), "checksum": checksum(inputs), "refused": refused.text}
+                  "work": Work().to_json(), "checksum": sums, "refused": refused.text}
         self.calls.append(record)
         self.job.send({"type": "call", "record": record})
 
@@ -960,7 +981,7 @@ class CandidateRun:
                 out = self.watched_call(model, inputs)
             self.job.sync()
         except Exception as exc:
-            if refusable and is_refusal(exc):
+            if refusable and is_refusal(exc, self.job.spec["candidate_path"]):
                 raise Refused(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             raise JobFailure(status, f"call {name} {_raised(exc)}", traceback.format_exc())

@@ -21,6 +21,7 @@ CPU, the Triton interpreter; no timings."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,13 @@ def test_a_batch_carried_by_the_second_input_is_varied(judge):
     assert result.status is Status.MISMATCH and "wrong on inputs of another shape" in result.reason, result.reason
 
 
-def test_an_integer_input_equal_to_the_batch_follows_it(judge):
+def test_an_integer_input_is_read_as_the_reference_reads_it(judge):
+    """An integer input equal to the batch follows it (the row count beside the tensors) and, since the third red
+    team (a11: a kernel dividing by the batch where the reference divides by k), is also kept while the batch
+    changes: this kernel, which ignores its count argument where the reference divides by it, is wrong on inputs
+    the reference accepts."""
     result = verdict(judge, "honest_count_arg.py", ATTACKS / "problems" / "count_arg.py")
-    assert result.ok and result.generality == GENERAL, result.reason
+    assert result.status is Status.MISMATCH and "integer inputs kept" in result.reason, result.reason
 
 
 def test_honest_kernels_with_sizes_from_their_inputs_are_general(judge):
@@ -102,4 +107,4 @@ def test_a_reference_that_hangs_on_other_inputs_ends_the_check_in_bounded_time(m
         result = verdict(judge, "honest_rowsum.py", ATTACKS / "problems" / "hang_derived.py")
     assert result.ok and result.generality == UNCHECKED, result.reason
     check = next(c for c in result.checks if c.name == "other_shapes")
-    assert check.passed is None and "the reference ran past the 3 s its probing of other shapes has" in check.detail
+    assert check.passed is None and re.search(r"^not checked: the reference ran past the \d+ s its probing of other shapes has", check.detail)
