@@ -2,7 +2,8 @@
 
 For each problem, the expert backend's first seed is judged with the check on inputs of other shapes and without
 it, alternately, in one process on one judge (the reference's facts computed once before, as any later check
-finds them): the share is (median with - median without) / median without, over `--repeats` pairs. The one-time
+finds them), each time as a candidate never judged before (a file of its own, so its kernels compile afresh, the
+other sizes' included): the share is (median with - median without) / median without, over `--repeats` pairs. The one-time
 cost, the reference's probing of other shapes in its first run, is reported beside it (`derive_s`).
 
     python bench/shapes_cost.py PROBLEM.py ... --device cuda --repeats 3 --out results.jsonl
@@ -47,9 +48,13 @@ def measure(judge: Judge, problem_path: Path, folder: Path, repeats: int) -> dic
     if not first.ok:
         return row
     without, with_shapes = [], []
-    for _ in range(repeats):
-        without.append(judge.evaluate(problem, candidate, other_shapes=False).duration_s)
-        with_shapes.append(judge.evaluate(problem, candidate, other_shapes=True).duration_s)
+    for k in range(repeats):
+        # each check of a candidate never judged before (a comment makes another file: another Triton cache), as a
+        # search judges each candidate once: the compiles at the other sizes are counted
+        for shaped, times in ((False, without), (True, with_shapes)):
+            fresh = folder / f"{problem_path.stem}_seed_{k}_{int(shaped)}.py"
+            fresh.write_text(seed + f"\n# egg shapes_cost: pair {k}, other shapes {shaped}\n")
+            times.append(judge.evaluate(problem, load_candidate(fresh), other_shapes=shaped).duration_s)
     a, b = statistics.median(without), statistics.median(with_shapes)
     row.update(without_s=without, with_s=with_shapes, share=round((b - a) / a, 4) if a > 0 else None)
     return row
