@@ -35,6 +35,7 @@ from typing import Any, Callable
 import torch
 
 from pipeline.judge import compare, limits
+from pipeline.judge.resize import OTHER_SHAPE_FAILED
 from pipeline.judge.audit import audit_source
 from pipeline.judge.draw import HIDDEN_TRIALS, Draw
 from pipeline.judge.refcache import ReferenceCache, cache_key, environment_fingerprint
@@ -282,6 +283,13 @@ class Judge:
             else:
                 note = Flag("side_stream_retimed", f"the first timing failed the side-stream check ({first.detail}); this second one decides")
                 verdict = dataclasses.replace(again, flags=(*again.flags, note))
+        if shaped and verdict.status is Status.INFRA_ERROR and OTHER_SHAPE_FAILED in verdict.reason:
+            # the reference's first run took these shapes with one draw and refuses them with this one: the candidate
+            # is judged without them, and the verdict says the shapes were not checked, and why
+            why = verdict.reason[verdict.reason.index(OTHER_SHAPE_FAILED):].splitlines()[0][:300]
+            again = self._evaluate_once(problem, candidate, False)
+            note = Check("other_shapes", None, f"not checked: {why}")
+            verdict = dataclasses.replace(again, checks=(*again.checks, note), generality="not checked" if again.ok else "")
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
 

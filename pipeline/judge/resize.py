@@ -33,6 +33,8 @@ SIZES: tuple[tuple[str, Callable[[int], int]], ...] = (
 )
 LATER_ANCHORS = ("halved", "odd", "doubled_plus_one")  # the sizes tried for a later carrier of a batch
 APART = ("halved", "doubled_plus_one")  # also tried for the anchor alone, and with integers kept, where that differs
+# what the reference's worker says when the reference refuses a set of another shape it took in its first run
+OTHER_SHAPE_FAILED = "the reference failed on inputs of another shape drawn afresh"
 MAX_ANCHORS = 6  # tensor inputs tried as the batch's carrier: each distinct leading size, in order
 GROWTH_BYTES = 1 << 30  # a size above the problem's is tried while its inputs and outputs stay below this...
 GROWTH_FACTOR, GROWTH_MOST = 2.2, 8 << 30  # ...or below 2.2x the problem's own, and never above 8 GiB

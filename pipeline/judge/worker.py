@@ -424,6 +424,8 @@ class ReferenceRun:
                 if recorder is not None:
                     with recorder:
                         out = model(*inputs)
+                elif input_set.get("resize"):
+                    out = self.other_shape(model, inputs, input_set["name"])
                 else:
                     out = model(*inputs)
             job.sync()
@@ -448,6 +450,15 @@ class ReferenceRun:
         if spec.get("derive"):  # last: a derivation that breaks the device breaks nothing measured before it
             least = float(spec.get("derive_min_s", DERIVE_MIN_S))
             self.derive(model, problem.get_inputs, first, budget_s=max(least, DERIVE_FACTOR * (time.monotonic() - started)))
+
+    @staticmethod
+    def other_shape(model: torch.nn.Module, inputs: list[Any], name: str) -> Any:
+        """The reference on a set of another shape: its first run took that shape with one draw, but it may refuse
+        another (an index drawn past a cut table): said apart, so the judge checks the candidate without those sets."""
+        try:
+            return model(*inputs)
+        except Exception as exc:  # noqa: BLE001 - the problem's own code: never the candidate's fault
+            raise JobFailure("infra_error", f"{resize.OTHER_SHAPE_FAILED} ({name}): {_reference_failure(exc)}", traceback.format_exc())
 
     def describe(self, input_set: dict[str, Any], out: Any, degeneracy: DegeneracyWatch, unusable: list[str]) -> None:
         """A set's output structure, and what the facts need of its values (no output leaves this process)."""

@@ -103,3 +103,13 @@ def test_every_example_candidate_is_general(judge, example):
     problem = ROOT / path.read_text().split("Candidate for ", 1)[1].split(" ", 1)[0]
     result = judge.evaluate(load_problem(problem), load_candidate(path))
     assert result.status is Status.OK and result.generality == GENERAL, f"{result.status.value}: {result.reason}"
+
+
+def test_a_reference_refusing_a_fresh_draw_of_another_shape_leaves_it_unchecked_not_an_infra_error(judge):
+    """Which shapes the reference takes is found with one draw; a fresh draw it refuses (a red team's honest gather
+    kernel met an index past a cut table in about 1 run of 4) judges the candidate without them, and says so."""
+    problem = load_problem(ROOT / "tests" / "fixtures" / "shapes" / "refuses_outliers_off_shape.py")
+    result = judge.evaluate(problem, load_candidate(ROOT / "examples" / "candidates" / "softmax_triton.py"))
+    assert result.status is Status.OK and result.generality == "not checked", result.reason
+    check = next(c for c in result.checks if c.name == "other_shapes")
+    assert check.passed is None and "the reference failed on inputs of another shape drawn afresh (shape_odd_0)" in check.detail
