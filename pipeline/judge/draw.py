@@ -2,15 +2,16 @@
 
 A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
 few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
-the reference runs on (its draws at another leading size: pipeline.judge.shapes), repeats of
-the first trial, an audit call on inputs of its own, and on a GPU the timed trials. The timed trials rotate
+the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
+outlier or signed values, drawn here), repeats of the first trial, an audit call on inputs of its own, two of the
+sets of other shapes again with fresh values, and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
 a few trials, chosen here and revealed only once each has returned, have their outputs compared with the
 reference's for exactly those inputs. Outputs of extra calls (repeats, audit, the verified timed trials) are
 compared on a strided subsample whose offset is drawn here too.
 
-Imports: the standard library only.
+Imports: the standard library and the judge's channel protocol (its call names).
 """
 
 from __future__ import annotations
@@ -20,10 +21,17 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.judge.channel import ASKED_AGAIN
+
 HIDDEN_TRIALS = ("signed", "scaled", "outliers")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
+AGAIN = 2  # sets of other shapes asked for a second time at the end of the calls, drawn afresh
+
+
+def _transform(kind: str) -> dict[str, str]:
+    return {"transform": kind} if kind else {}
 
 
 def _seed() -> int:
@@ -36,6 +44,15 @@ def _uniform(low: float, high: float) -> float:
 
 def _offset() -> int:
     return secrets.randbelow(2**62)
+
+
+def _kinds(kinds: list[str], count: int) -> list[str]:
+    """`count` values kinds, each drawn at random, with every kind at some random place where count allows."""
+    chosen = [secrets.choice(kinds) for _ in range(count)]
+    places = secrets.SystemRandom().sample(range(count), min(count, len(kinds)))
+    for kind, place in zip(kinds, places):
+        chosen[place] = kind
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -70,13 +87,17 @@ class Draw:
         verified = tuple(sorted(secrets.SystemRandom().sample(range(trial_count), min(VERIFIED_TRIALS, trial_count))))
         extra = [f"repeat_{k + 1}" for k in range(options.repeat_calls)] + ["audit"] + [f"timed_{i}" for i in verified]
         offsets = {name: _offset() for name in extra}
-        # every other set of another shape takes a hidden trial's values (outliers, signed) where the reference can:
-        # a kernel exact only for the problem's draws is not exact there either
-        kinds = [k for k in ("outliers", "signed") if k in hidden]
-        shaped = tuple({"name": d["name"], "seed": _seed(), "resize": d["resize"],
-                        **({"transform": kinds[(i // 2) % len(kinds)]} if kinds and i % 2 else {})} for i, d in enumerate(derived))
+        # a set of another shape takes the problem's draws or a hidden trial's values (outliers, signed) where the
+        # reference can, drawn here for each set (a kernel exact only for the problem's draws at some sizes, or only
+        # for the values at the positions of the last check, is not exact there either)
+        kinds = ["", *(k for k in ("outliers", "signed") if k in hidden)]
+        shaped = [{"name": d["name"], "seed": _seed(), "resize": d["resize"], **_transform(kind)}
+                  for d, kind in zip(derived, _kinds(kinds, len(derived)))]
+        # and AGAIN of them, drawn afresh, are asked for once more at the very end (pipeline.judge.worker.ask_again)
+        again = secrets.SystemRandom().sample(shaped, min(AGAIN, len(shaped)))
+        shaped += [{**s, "name": f"{s['name']}_again", "seed": _seed(), "again": s["name"]} for s in again]
         return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,
-                   options.subsample_above, verified, shaped, other_shapes)
+                   options.subsample_above, verified, tuple(shaped), other_shapes)
 
     def sample(self, call: str) -> dict[str, int] | None:
         """The subsample of an extra call's outputs; None for a timed trial that is not compared."""
@@ -117,6 +138,25 @@ class Draw:
     def without(self, names: set[str]) -> Draw:
         return dataclasses.replace(self, hidden=tuple(s for s in self.hidden if s["name"] not in names))
 
+    @property
+    def asked_again(self) -> tuple[str, ...]:
+        """The calls that ask once more, at the end, for a set of another shape in case the candidate refused it
+        (nothing of the reference's to compare: a refusal then is as it should be, an answer fails the check)."""
+        return tuple(f"{s['name']}{ASKED_AGAIN}" for s in self.derived if not s.get("again"))
+
+    @property
+    def shaped_names(self) -> frozenset[str]:
+        """Every call on inputs of another shape the judge may make."""
+        return frozenset(s["name"] for s in self.derived) | frozenset(self.asked_again)
+
+    def source_name(self, call: str) -> str:
+        """The set whose shapes a call has: a set of another shape asked for again has its source's."""
+        again = {s["name"]: s["again"] for s in self.derived if s.get("again")}
+        return again.get(call) or self.reference_name(call)
+
     def reference_name(self, call: str) -> str:
-        """The reference set a candidate call is compared with (repeats are calls on the first trial's inputs)."""
-        return self.trials[0]["name"] if call.startswith("repeat_") else call
+        """The reference set a candidate call is compared with (repeats are calls on the first trial's inputs; a
+        set asked for again is the set's)."""
+        if call.startswith("repeat_"):
+            return self.trials[0]["name"]
+        return call.removesuffix(ASKED_AGAIN) if call in self.asked_again else call

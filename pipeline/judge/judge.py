@@ -35,9 +35,8 @@ from typing import Any, Callable
 import torch
 
 from pipeline.judge import compare, limits
-from pipeline.judge.resize import OTHER_SHAPE_FAILED
 from pipeline.judge.audit import audit_source
-from pipeline.judge.draw import HIDDEN_TRIALS, Draw
+from pipeline.judge.draw import AGAIN, HIDDEN_TRIALS, Draw
 from pipeline.judge.refcache import ReferenceCache, cache_key, environment_fingerprint
 from pipeline.judge.sandbox import Handlers, InfraError, Job, JobOutcome, WorkerPool, default_cache_root
 from pipeline.judge.verdict import Verdict
@@ -200,7 +199,8 @@ class Judge:
         weights = int(result.get("weight_bytes", 0))
         # facts cached before the input bytes were recorded: the problem's bytes less its outputs (weights included)
         inputs = int(result.get("input_bytes", max(0, int(result.get("min_bytes", 0)) - outputs - weights)))
-        checked = self.options.correctness_trials + len(reference.hidden) + len(reference.result.get("derived", []))
+        derived = len(reference.result.get("derived", []))
+        checked = self.options.correctness_trials + len(reference.hidden) + derived + min(derived, AGAIN)
         timed = self.options.timed_input_sets if self.timing_enabled else 0
         return limits.Footprint(inputs, outputs, weights, min(self._ahead(reference), max(1, checked)), timed)
 
@@ -220,7 +220,7 @@ class Judge:
         before the judge has let go of earlier ones (each release sends the worker a `next`)."""
         spec = {"kind": "reference", "mode": "outputs", "problem_path": problem.path, "options": _worker_options(self.options),
                 "sets": draw.reference_sets(), "checked": len(draw.checked), "ahead": self._ahead(reference)}
-        handlers = Handlers(check=comparer.check_reference, outputs=comparer.reference_outputs)
+        handlers = Handlers(check=comparer.check_reference, outputs=comparer.reference_outputs, call=comparer.reference_refused)
         job = self.pool.start(spec, self.pool.new_workdir("reference"), compile_timeout_s=self.reference_timeout_s,
                               run_timeout_s=self.reference_timeout_s, read_only=(problem.path,),
                               cache_key=f"reference-{problem.fingerprint[:16]}", handlers=handlers, job_limits=job_limits)
@@ -283,13 +283,6 @@ class Judge:
             else:
                 note = Flag("side_stream_retimed", f"the first timing failed the side-stream check ({first.detail}); this second one decides")
                 verdict = dataclasses.replace(again, flags=(*again.flags, note))
-        if shaped and verdict.status is Status.INFRA_ERROR and OTHER_SHAPE_FAILED in verdict.reason:
-            # the reference's first run took these shapes with one draw and refuses them with this one: the candidate
-            # is judged without them, and the verdict says the shapes were not checked, and why
-            why = verdict.reason[verdict.reason.index(OTHER_SHAPE_FAILED):].splitlines()[0][:300]
-            again = self._evaluate_once(problem, candidate, False)
-            note = Check("other_shapes", None, f"not checked: {why}")
-            verdict = dataclasses.replace(again, checks=(*again.checks, note), generality="not checked" if again.ok else "")
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
 
@@ -388,6 +381,7 @@ class Comparer:
         self.repeat_refs: dict[str, list[torch.Tensor]] = {}
         self._asked: set[str] = set()
         self.refused: set[str] = set()  # calls on inputs of other shapes the candidate refused: nothing to compare
+        self.not_owed: dict[str, str] = {}  # sets of other shapes the reference refused with this draw, and why
         self.on_release: Callable[[], None] = lambda: None  # a checked set's reference output was let go
         self.trial_clock: list[float] = []
         self._lock = threading.Lock()
@@ -411,14 +405,14 @@ class Comparer:
         more bytes than the reference's outputs of that call (the candidate decides no size of the judge's)."""
         if self.draw is None:
             return f"outputs of {call!r} before the judge asked for any"
-        known = {s["name"] for s in self.draw.checked} | set(self.draw.offsets)
+        known = {s["name"] for s in self.draw.checked} | set(self.draw.offsets) | self.draw.shaped_names
         if call not in known or (self.draw.is_timed_trial(call) and call not in self._asked):
             return f"outputs of a call {call!r} the judge never made"
         if self.structure is not None:
             first = self.structure.get(self.draw.trials[0]["name"], {})
-            expected = self.structure.get(self.draw.reference_name(call), first).get("tensors", [])
+            expected = self.structure.get(self.draw.source_name(call), first).get("tensors", [])
             limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
-            if any(s["name"] == call for s in self.draw.derived):  # the problem's own size on another shape: a wrong answer, compared
+            if call in self.draw.shaped_names:  # the problem's own size on another shape: a wrong answer, compared
                 limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])))
             given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
             if given > limit:
@@ -431,15 +425,29 @@ class Comparer:
         if self.structure is None:
             return ""
         first = self.structure.get(self.draw.trials[0]["name"], {}) if self.draw else {}
-        expected = self.structure.get(call, first).get("tensors", [])
+        expected = self.structure.get(self.draw.source_name(call) if self.draw else call, first).get("tensors", [])
         limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
         given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
         return f"the reference's {call} handed over {given} bytes of outputs, more than its recorded {limit}" if given > limit else ""
 
+    def reference_refused(self, record: dict[str, Any]) -> None:
+        """The reference refused a set of another shape drawn afresh (its first run took that shape with another
+        draw): the candidate owes nothing there, and whatever it handed over for it goes."""
+        name = record.get("name")
+        if not record.get("refused") or self.draw is None or name not in {s["name"] for s in self.draw.derived}:
+            return
+        with self._lock:
+            if name in self.not_owed:
+                return
+            self.not_owed[name] = str(record["refused"])[:300]
+            for call in [c for c in self.candidate if self.draw.reference_name(c) == name]:
+                del self.candidate[call]
+            self.on_release()
+
     def call_record(self, record: dict[str, Any]) -> None:
         """A call's record as it returned: a refused call on inputs of another shape lets its reference go."""
         name = record.get("name")
-        if not record.get("refused") or self.draw is None or name not in {s["name"] for s in self.draw.derived}:
+        if not record.get("refused") or self.draw is None or name not in self.draw.shaped_names:
             return
         with self._lock:
             self.refused.add(name)
@@ -448,6 +456,10 @@ class Comparer:
 
     def candidate_outputs(self, call: str, tensors: list[torch.Tensor]) -> None:
         with self._lock:
+            if self.draw.reference_name(call) in self.refused:  # answered when asked again after a refusal: nothing
+                return  # to compare, the check fails (pipeline.judge.shapes)
+            if self.draw.reference_name(call) in self.not_owed:
+                return
             self.shapes[call] = [(str(t.dtype).removeprefix("torch."), list(t.shape)) for t in tensors]
             self.candidate[call] = tensors
             # a timed trial's outputs wait for the end: comparing on the GPU now would run beside the timing
@@ -702,7 +714,9 @@ def _worker_phases(phase_s: dict[str, float]) -> dict[str, float]:
                "worker_setup": phase_s.get("setup", 0.0), "worker_waited_for_start": phase_s.get("wait_start", 0.0),
                "worker_import_construct": phase_s.get("import", 0.0) + phase_s.get("construct", 0.0),
                "worker_waited_for_inputs": phase_s.get("wait_inputs", 0.0),
-               "worker_calls": phase_s.get("first_call", 0.0) + phase_s.get("correctness", 0.0) + phase_s.get("audit", 0.0),
+               "worker_calls": sum(phase_s.get(p, 0.0) for p in ("first_call", "correctness", "other_shapes", "repeats", "audit", "asked_again")),
+               # of which: the calls on inputs of other shapes (pipeline.judge.shapes), their compiles included
+               "worker_other_shapes": phase_s.get("other_shapes", 0.0) + phase_s.get("asked_again", 0.0),
                "worker_waited_for_go": phase_s.get("wait_go", 0.0), "worker_timing": phase_s.get("timing", 0.0)}
     return {k: round(v, 4) for k, v in grouped.items() if isinstance(v, (int, float))}
 

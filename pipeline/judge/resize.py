@@ -5,7 +5,7 @@ the set's seed, with the leading size of one tensor input (its anchor: the k-th 
 dimension) set to another value: cut, or grown by further draws of `get_inputs()` (the same generator, so every
 process draws the same values). Either every tensor input of the anchor's leading size changes with it (a batch
 shared by several inputs) or the anchor alone; an integer input equal to the anchor's size follows a shared change
-(a row count passed beside the tensors).
+(a row count passed beside the tensors), and at a few sizes changes alone (`tensors: False`).
 
 The reference's first run (its facts) probes which derivations it runs on: `plans` lists them in the order tried.
 
@@ -59,9 +59,9 @@ def anchors(inputs: list[Any]) -> list[int]:
 def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
     """Every derivation worth trying on these (nominal) inputs, in order, as `resize` specs. For each anchor and
     size, a group: the shared change first, then the anchor alone (the first the reference runs on is kept); for
-    the first anchor's APART sizes, where other inputs share its size, also the anchor alone and, where an integer
-    input equals it, the tensors changed with the integers kept (groups of their own: inputs of two batch sizes, a
-    count that does not follow). A size above the problem's only while the inputs that grow keep the whole below
+    the first anchor's APART sizes, where other inputs share its size, also the anchor alone and each other such
+    input alone, and, where an integer input equals it, the tensors changed with the integers kept and the integers
+    changed alone (groups of their own: inputs of two batch sizes, a count that does not follow). A size above the problem's only while the inputs that grow keep the whole below
     the growth limit; each size once per anchor."""
     positions = tensor_positions(inputs)
     nominal = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) + output_bytes
@@ -89,8 +89,13 @@ def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
             if rank == 0 and size in APART:
                 if len(shared) > 1:
                     found.append(plan("_apart", f"{size}_{k}_apart", shared=False))
+                    # each other input of the batch alone too (a kernel that reads the second's size off the first)
+                    for j in [positions.index(i) for i in shared if i != positions[k]][: MAX_ANCHORS - 1]:
+                        found.append({**plan(f"_apart_{j}", f"{size}_{j}_apart", shared=False), "anchor": j})
                 if counts:
                     found.append(plan("_counts_kept", f"{size}_{k}_counts", shared=True, counts=False))
+                    # and the integers alone, the tensors as they were (a count the kernel reads off a tensor)
+                    found.append(plan("_counts_only", f"{size}_{k}_counts_only", shared=True, tensors=False))
     return found
 
 
@@ -103,7 +108,11 @@ def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list
         raise ValueError(f"the problem has no tensor input {k + 1} with a leading dimension to vary")
     size = inputs[positions[k]].shape[0]
     chosen = [i for i in positions if inputs[i].shape[0] == size] if spec["shared"] else [positions[k]]
-    extra = [list(draw_more()) for _ in range(-(-(new - size) // size))] if new > size else []
+    if not spec.get("tensors", True):  # the integer inputs alone
+        chosen, new_rows = [], size
+    else:
+        new_rows = new
+    extra = [list(draw_more()) for _ in range(-(-(new_rows - size) // size))] if new_rows > size else []
 
     def derived(i: int, x: Any) -> Any:
         if i in chosen:

@@ -7,22 +7,25 @@ leading size of the tensor inputs, set to 1, halved, odd, plus two, doubled, dou
 three, for every input of that size or that input alone; growth only while the inputs stay small), and each check
 then calls the candidate on those sets too, drawn afresh, after the problem's own trials and in the same worker
 (so a candidate that keeps the first shape it saw is called with others). The reference computes its outputs for
-them beside the candidate, as for any trial.
+them beside the candidate, as for any trial; a set it refuses with this check's draw is not owed. At the very end
+(after the repeats and the audit call) every set the candidate refused is asked for once more, and two sets are
+asked for again with fresh values (pipeline.judge.draw).
 
 What the candidate does there decides:
 - right on every one: `general`;
-- a clean refusal (a plain Python exception raised by its code, raised again when called again with the same
-  inputs, such as the expert backend's shape guard): `specialised to the problem's shapes`, with its error;
-- a wrong answer: a failed check (status mismatch) that names the shapes; a crash, a hang, an error that is no
-  clean refusal: the failed run's own status.
+- a clean refusal (a plain Python exception raised by its code, raised every time it is asked, with the inputs
+  left as they were, such as the expert backend's shape guard): `specialised to the problem's shapes`, with its error;
+- a wrong answer, or an answer where it refused before: a failed check (status mismatch) that names the shapes; a
+  crash, a hang, an error that is no clean refusal, inputs written: the failed run's own status.
 
-Imports: the standard library and the judge's own types.
+Imports: the standard library, the judge's channel protocol and its own types.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pipeline.judge.channel import ASKED_AGAIN
 from pipeline.types import Check, TrialResult
 
 GENERAL = "general"
@@ -37,14 +40,19 @@ def label(derived: dict[str, Any], transform: str = "") -> str:
     plan = derived["resize"]
     which = "" if plan["anchor"] == 0 else f" of tensor input {plan['anchor'] + 1}"
     alone = ("" if plan["shared"] else ", that input only") + ("" if plan.get("counts", True) else ", integer inputs kept")
+    if not plan.get("tensors", True):
+        which, alone = "", ", integer inputs only (the tensors as they were)"
     values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
     shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
     return f"leading size{which} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone}{values} ({shapes})"
 
 
-def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult], refused: dict[str, str]) -> tuple[Check | None, str]:
+def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult], refused: dict[str, str],
+                answered: frozenset[str] = frozenset(), not_owed: dict[str, str] | None = None) -> tuple[Check | None, str]:
     """The check on the calls with inputs of other shapes, and the generality it gives: None when this check did
-    not ask for them (a search's candidate it would not keep)."""
+    not ask for them (a search's candidate it would not keep). `answered`: the calls that returned (a set it refused
+    and answered when asked again at the end is no guard: it said no, then gave an answer)."""
+    not_owed = not_owed or {}  # sets the reference itself refused with this check's draw (it took their shapes with another)
     if not draw.other_shapes:
         return None, ""
     found = {d["name"]: d for d in reference.get("derived", [])}
@@ -52,10 +60,21 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         why = reference.get("derive_note") or ("the reference runs at no other leading size of its tensor inputs (tensors inside "
                                                "lists or tuples are not varied)")
         return Check("other_shapes", None, f"{UNCHECKED}: {why}"), UNCHECKED
-    seen, declined = [], []
+    seen, declined, skipped = [], [], []
     for derived in draw.derived:
-        name = derived["name"]
-        what = label(found.get(name, {"resize": derived["resize"]}), derived.get("transform", ""))
+        name, source = derived["name"], derived.get("again", "")
+        what = label(found.get(source or name, {"resize": derived["resize"]}), derived.get("transform", ""))
+        what += ", asked again at the end" if source else ""
+        if name in not_owed:
+            skipped.append(f"{what} ({not_owed[name]})")
+            continue
+        if name in refused and draw.reference_name(name) == name and f"{name}{ASKED_AGAIN}" in answered:
+            return Check("other_shapes", False, f"refused inputs of another shape, then answered them when asked again "
+                                                f"(a guard refuses every time), {what}: {refused[name]}"), ""
+        if source and (name in refused) != (source in refused):
+            done = "refused" if source in refused else "answered"
+            return Check("other_shapes", False, f"{done} inputs of another shape, then {'answered' if done == 'refused' else 'refused'} "
+                                                f"the same shape drawn afresh at the end, {what}"), ""
         if name in refused:
             declined.append(f"{what}: {refused[name]}")
         elif name not in results:
@@ -65,6 +84,10 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         else:
             seen.append(what)
     note = f"; {reference['derive_note']}" if reference.get("derive_note") else ""
+    if skipped:
+        note += "; not owed, the reference refused this check's draw of: " + "; ".join(skipped)
+    if not seen and not declined:
+        return Check("other_shapes", None, f"{UNCHECKED}: the reference refused every input of another shape drawn for this check{note}"), UNCHECKED
     if declined:
         right = f"; right on {', '.join(seen)}" if seen else ""
         return Check("other_shapes", True, f"{SPECIALISED}: it refused " + "; ".join(declined) + right + note), SPECIALISED

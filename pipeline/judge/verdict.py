@@ -427,8 +427,10 @@ class CandidateChecks:
 
     def output_structure(self) -> Check:
         structure = self.verdict.checked_reference.get("structure") or self.reference.result["structure"]
-        shaped = {s["name"] for s in self.draw.derived}
+        shaped = self.draw.shaped_names
         for name, call in self.calls.items():
+            if self.draw.reference_name(name) in self.comparer.not_owed:
+                continue  # a set of another shape the reference refused with this draw: nothing owed there
             expected = structure.get(self.draw.reference_name(name))
             if expected is None:
                 return Check("output_structure", False, f"call {name} is not one the judge made")
@@ -447,7 +449,7 @@ class CandidateChecks:
 
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
-        shaped = {s["name"] for s in draw.derived}
+        shaped = draw.shaped_names
         expected = [n for n in self.calls if n not in shaped] + (draw.timed_names if self.report.timing is not None else [])
         missing = [n for n in expected if n not in comparer.results]
         for name in expected:
@@ -464,7 +466,8 @@ class CandidateChecks:
 
     def other_shapes(self) -> Check:
         """Inputs of other shapes (pipeline.judge.shapes): right on each, or refused cleanly."""
-        check, generality = shapes.judge_calls(self.draw, self.reference.result, self.comparer.results, self.refused)
+        check, generality = shapes.judge_calls(self.draw, self.reference.result, self.comparer.results, self.refused,
+                                               frozenset(self.calls), self.comparer.not_owed)
         self.verdict.generality = generality
         self.verdict.trials.extend(self.comparer.results[s["name"]] for s in self.draw.derived if s["name"] in self.comparer.results)
         return check  # type: ignore[return-value]

@@ -124,7 +124,10 @@ class Job:
     def phase_seconds(self) -> dict[str, float]:
         """How long each phase took (the last one runs to now)."""
         ends = [t for _, t in self.phase_starts[1:]] + [time.monotonic()]
-        return {name: round(end - start, 4) for (name, start), end in zip(self.phase_starts, ends)}
+        seconds: dict[str, float] = {}
+        for (name, start), end in zip(self.phase_starts, ends):
+            seconds[name] = seconds.get(name, 0.0) + end - start
+        return {name: round(s, 4) for name, s in seconds.items()}
 
     def write_result(self, result: dict[str, Any]) -> None:
         tmp = os.path.join(self.dir, "result.json.tmp")
@@ -426,6 +429,8 @@ class ReferenceRun:
                         out = model(*inputs)
                 elif input_set.get("resize"):
                     out = self.other_shape(model, inputs, input_set["name"])
+                    if out is self.REFUSED:
+                        continue
                 else:
                     out = model(*inputs)
             job.sync()
@@ -451,14 +456,19 @@ class ReferenceRun:
             least = float(spec.get("derive_min_s", DERIVE_MIN_S))
             self.derive(model, problem.get_inputs, first, budget_s=max(least, DERIVE_FACTOR * (time.monotonic() - started)))
 
-    @staticmethod
-    def other_shape(model: torch.nn.Module, inputs: list[Any], name: str) -> Any:
+    REFUSED = object()
+
+    def other_shape(self, model: torch.nn.Module, inputs: list[Any], name: str) -> Any:
         """The reference on a set of another shape: its first run took that shape with one draw, but it may refuse
-        another (an index drawn past a cut table): said apart, so the judge checks the candidate without those sets."""
+        another (an index drawn past a cut table). Then that set is not owed: the judge is told (a record of the
+        call, as the candidate's refusals are) and checks the candidate without it."""
         try:
             return model(*inputs)
         except Exception as exc:  # noqa: BLE001 - the problem's own code: never the candidate's fault
-            raise JobFailure("infra_error", f"{resize.OTHER_SHAPE_FAILED} ({name}): {_reference_failure(exc)}", traceback.format_exc())
+            if self.job.device.type == "cuda":
+                torch.cuda.empty_cache()
+            self.job.send({"type": "call", "record": {"name": name, "refused": f"{resize.OTHER_SHAPE_FAILED}: {_reference_failure(exc)}"}})
+            return self.REFUSED
 
     def describe(self, input_set: dict[str, Any], out: Any, degeneracy: DegeneracyWatch, unusable: list[str]) -> None:
         """A set's output structure, and what the facts need of its values (no output leaves this process)."""
@@ -505,7 +515,7 @@ class ReferenceRun:
         with _Alarm() as alarm:
             for plan in plans:
                 key = plan["group"]
-                same = (plan["anchor"], plan["new"], plan["shared"], plan.get("counts", True))
+                same = (plan["anchor"], plan["new"], plan["shared"], plan.get("counts", True), plan.get("tensors", True))
                 if key in done or same in kept:
                     continue
                 what = f"{plan['size'].replace('_', ' ')} of tensor input {plan['anchor'] + 1}"
@@ -698,15 +708,30 @@ def is_refusal(exc: BaseException, candidate_path: str = "") -> bool:
     message is its own ("shared-memory tile allocated for 16 rows" is a guard); raised inside torch, a
     RuntimeError about memory is torch's allocator running out ("DefaultCPUAllocator: not enough memory")."""
     faults = (MemoryError, torch.OutOfMemoryError, getattr(torch, "AcceleratorError", MemoryError))
-    if not isinstance(exc, Exception) or isinstance(exc, faults) or is_compile_error(exc) or "CUDA error" in str(exc):
+    if not isinstance(exc, Exception):
         return False
-    if any(type(e).__name__ == "InterpreterError" for e in (exc, exc.__cause__, exc.__context__) if e is not None):
-        return False
+    for e in _chain(exc):  # a fault wrapped in the candidate's own exceptions is still a fault
+        if isinstance(e, faults) or is_compile_error(e) or "CUDA error" in str(e) or type(e).__name__ == "InterpreterError":
+            return False
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     own = tb is not None and candidate_path and os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(candidate_path)
     return bool(own) or not (type(exc) is RuntimeError and _TORCH_FAULT.search(str(exc)))
+
+
+def _chain(exc: BaseException, most: int = 64) -> list[BaseException]:
+    """The exception and every one it was raised from or while handling, however deep (`from None` hides a
+    context from the traceback, not from here)."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < most:
+        e = todo.pop()
+        if e is None or any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo += [e.__cause__, e.__context__]
+    return seen
 
 
 _TORCH_FAULT = re.compile(r"memory|allocat|device-side|illegal|segmentation", re.I)
@@ -854,6 +879,7 @@ class CandidateRun:
         self.job, self.result = job, result
         self.outputs = job.outputs()
         self.calls: list[dict[str, Any]] = []
+        self.refused_sets: list[str] = []  # inputs of other shapes it refused, asked for again at the end
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
         self.host = HostProbe()
         self.guards = WatchGuards()
@@ -950,19 +976,24 @@ class CandidateRun:
             self.call(model, inputs, name, sample=False, refusable=True)
             return
         except Refused:
-            self.unchanged(name, inputs, sums)
+            pass
         again = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         try:
             self.call(model, again, name, sample=False, refusable=True)
         except Refused as refused:
-            self.unchanged(name, again, sums)
+            self.refused_sets.append(name)
             self.refuse(name, sums, refused)
 
-    def unchanged(self, name: str, inputs: list[Any], sums: list[float | None]) -> None:
-        """A refusal that wrote to its inputs first is no refusal: the caller's tensors are damaged."""
-        self.job.sync()
-        if checksum(inputs) != sums:
-            raise JobFailure("banned", f"input_mutation: call {name} wrote to its inputs, then refused them")
+    def ask_again(self, model, get_inputs, sets: list[dict[str, Any]]) -> None:
+        """Inputs of other shapes asked for once more at the end, after the repeats and the audit: the sets it
+        refused (a guard refuses whenever it is asked: one that answers now is no guard; the judge compares nothing,
+        the answer itself fails the check) and the judge's `again` sets, copies of sets it answered earlier (a
+        refusal or a call that changed what the model does on later shapes is wrong there)."""
+        refused = list(self.refused_sets)
+        for input_set in [s for s in sets if s["name"] in refused] + [s for s in sets if s.get("again")]:
+            inputs = make_inputs(get_inputs, input_set, self.job.device)
+            self.call_or_refuse(model, inputs, input_set["name"] + ("" if input_set.get("again") else channel.ASKED_AGAIN))
+            del inputs
 
     def refuse(self, name: str, sums: list[float | None], refused: Refused) -> None:
         self.verify(f"call {name}")
@@ -993,6 +1024,10 @@ class CandidateRun:
             self.job.sync()
         except Exception as exc:
             if refusable and is_refusal(exc, self.job.spec["candidate_path"]):
+                self.job.sync()
+                if any(a is not None and not same_tensor(a, b) for a, b in zip(before, inputs)):
+                    # a refusal leaves the caller's tensors as they were (compared whole with the copy made before)
+                    raise JobFailure("banned", f"input_mutation: call {name} wrote to its inputs, then refused them") from None
                 raise Refused(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             raise JobFailure(status, f"call {name} {_raised(exc)}", traceback.format_exc())
@@ -1091,11 +1126,14 @@ class CandidateRun:
     def check_calls(self, model, get_inputs, plan: dict[str, Any]) -> None:
         job = self.job
         first_inputs = None
-        for i, input_set in enumerate(plan["input_sets"]):
+        shaped = [s for s in plan["input_sets"] if s.get("resize")]
+        for i, input_set in enumerate(s for s in plan["input_sets"] if not s.get("again")):
             inputs = make_inputs(get_inputs, input_set, job.device)
             if i == 0:
                 job.phase("first_call")
             if input_set.get("resize"):
+                if job.phase_starts[-1][0] != "other_shapes":
+                    job.phase("other_shapes")
                 self.call_or_refuse(model, inputs, input_set["name"])
             else:
                 self.call(model, inputs, input_set["name"], sample=False)
@@ -1105,6 +1143,7 @@ class CandidateRun:
                 # same values), so one input set is on the device at a time
                 first_inputs = inputs if tensor_bytes(inputs) <= KEEP_ON_DEVICE_BYTES else None
             del inputs
+        job.phase("repeats")  # after the other shapes: a call there that changed the model's state fails here
         for k in range(job.options["repeat_calls"]):
             if first_inputs is None:
                 first_inputs = make_inputs(get_inputs, plan["input_sets"][0], job.device)
@@ -1113,6 +1152,9 @@ class CandidateRun:
         job.phase("audit")
         audit = plan["audit_set"]
         self.call(model, make_inputs(get_inputs, audit, job.device), audit["name"], sample=True)
+        if shaped:
+            job.phase("asked_again")
+            self.ask_again(model, get_inputs, shaped)
 
     def time_candidate(self, model, get_inputs, go: dict[str, Any]) -> None:
         """The timed trials. Each loads one of the timed sets into the fixed buffers and scales its floating inputs
