@@ -55,6 +55,20 @@ def _kinds(kinds: list[str], count: int) -> list[str]:
     return chosen
 
 
+def _other_size(plan: dict[str, Any], used: set[tuple[int, int]]) -> int:
+    """A size on the same side of the problem's as the plan's (below it: 1 to n-1; above: n+1 to the plan's own, which
+    the reference's first run ran and the growth limit allowed), at random, none of the sizes in `used` where any is
+    left; else the plan's."""
+    n, new, anchor = int(plan["nominal"]), int(plan["new"]), plan["anchor"]
+    low, high = (1, n - 1) if new < n else (n + 1, new)
+    if high - low + 1 <= sum(1 for a, k in used if a == anchor and low <= k <= high):
+        return new
+    while True:
+        size = low + secrets.randbelow(high - low + 1)
+        if (anchor, size) not in used:
+            return size
+
+
 @dataclass(frozen=True)
 class Draw:
     """The inputs of one check (see the module's docstring). `offsets` holds the subsample offset of every extra
@@ -93,9 +107,12 @@ class Draw:
         kinds = ["", *(k for k in ("outliers", "signed") if k in hidden)]
         shaped = [{"name": d["name"], "seed": _seed(), "resize": d["resize"], **_transform(kind)}
                   for d, kind in zip(derived, _kinds(kinds, len(derived)))]
-        # and AGAIN of them, drawn afresh, are asked for once more at the very end (pipeline.judge.worker.ask_again)
+        # and AGAIN of them are asked for once more at the very end (pipeline.judge.worker.ask_again), drawn afresh at
+        # a size of their side of the problem's that no other set has: sizes known ahead can be special-cased
+        used = {(d["resize"]["anchor"], d["resize"]["new"]) for d in derived}
         again = secrets.SystemRandom().sample(shaped, min(AGAIN, len(shaped)))
-        shaped += [{**s, "name": f"{s['name']}_again", "seed": _seed(), "again": s["name"]} for s in again]
+        shaped += [{**s, "name": f"{s['name']}_again", "seed": _seed(), "again": s["name"],
+                    "resize": {**s["resize"], "new": _other_size(s["resize"], used)}} for s in again]
         return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,
                    options.subsample_above, verified, tuple(shaped), other_shapes)
 

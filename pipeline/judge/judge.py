@@ -427,6 +427,8 @@ class Comparer:
         first = self.structure.get(self.draw.trials[0]["name"], {}) if self.draw else {}
         expected = self.structure.get(self.draw.source_name(call) if self.draw else call, first).get("tensors", [])
         limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
+        if self.draw and call in self.draw.shaped_names:  # a size drawn for this check is at most the problem's or the first run's
+            limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])))
         given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
         return f"the reference's {call} handed over {given} bytes of outputs, more than its recorded {limit}" if given > limit else ""
 

@@ -35,14 +35,19 @@ SIZE_WORDS = {"one": "1", "halved": "halved", "odd": "odd", "plus_two": "plus tw
               "doubled_plus_one": "doubled plus one", "large": "quadrupled plus three"}
 
 
-def label(derived: dict[str, Any], transform: str = "") -> str:
-    """How the verdict names one input set of another shape: 'leading size halved ([8, 64])'."""
+def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None) -> str:
+    """How the verdict names one input set of another shape: 'leading size halved ([8, 64])'; one asked again at the
+    end at a size drawn for the check: 'leading size 27 (drawn at random, asked again at the end)'."""
     plan = derived["resize"]
     which = "" if plan["anchor"] == 0 else f" of tensor input {plan['anchor'] + 1}"
     alone = ("" if plan["shared"] else ", that input only") + ("" if plan.get("counts", True) else ", integer inputs kept")
+    values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
+    if drawn is not None:
+        if not plan.get("tensors", True):
+            return f"integer inputs set to {drawn} (drawn at random{values}, asked again at the end)"
+        return f"leading size{which} {drawn} (drawn at random{alone}{values}, asked again at the end)"
     if not plan.get("tensors", True):
         which, alone = "", ", integer inputs only (the tensors as they were)"
-    values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
     shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
     return f"leading size{which} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone}{values} ({shapes})"
 
@@ -63,18 +68,14 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
     seen, declined, skipped = [], [], []
     for derived in draw.derived:
         name, source = derived["name"], derived.get("again", "")
-        what = label(found.get(source or name, {"resize": derived["resize"]}), derived.get("transform", ""))
-        what += ", asked again at the end" if source else ""
+        what = label(found.get(source or name, {"resize": derived["resize"]}), derived.get("transform", ""),
+                     derived["resize"]["new"] if source else None)
         if name in not_owed:
             skipped.append(f"{what} ({not_owed[name]})")
             continue
         if name in refused and draw.reference_name(name) == name and f"{name}{ASKED_AGAIN}" in answered:
             return Check("other_shapes", False, f"refused inputs of another shape, then answered them when asked again "
                                                 f"(a guard refuses every time), {what}: {refused[name]}"), ""
-        if source and (name in refused) != (source in refused):
-            done = "refused" if source in refused else "answered"
-            return Check("other_shapes", False, f"{done} inputs of another shape, then {'answered' if done == 'refused' else 'refused'} "
-                                                f"the same shape drawn afresh at the end, {what}"), ""
         if name in refused:
             declined.append(f"{what}: {refused[name]}")
         elif name not in results:

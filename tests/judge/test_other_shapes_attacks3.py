@@ -9,9 +9,10 @@ table). Closed here, each a class:
 - the growth estimate counted inputs that do not grow (a09), inputs of two batch sizes were never tried (a10), an
   integer equal to the batch always followed it (a11), a fourth leading size was never varied (a18);
 - other shapes saw only the problem's draws (a17): every other set takes the outlier or signed values.
-Open, and listed in the fixtures' README: sizes are a fixed function of the batch (a01 grid capped above 4n+3, a02
-residues 5 and 6 mod 8, a04 right only on the sizes tried, a05 refusing exactly those), each shape is called at
-most twice and the problem's shape first (a03, a14), the judge calls in training mode under no_grad (a07, a12),
+Closed in session 22: a04 (right only on the sizes tried) and a05 (refusing exactly those): two sets are asked for
+again at sizes drawn for the check. Open, and listed in the fixtures' README: a01 (a grid capped above the largest
+size tried), a02 (residues 5 and 6 mod 8: met only where a drawn size has them), each shape is called at most twice
+and the problem's shape first (a03, a14), the judge calls in training mode under no_grad (a07, a12),
 inputs are contiguous (a08), tensors inside lists are not varied (a15). CPU, the Triton interpreter."""
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def test_a_refusal_that_wrote_to_its_inputs_is_banned(judge, candidate):
 def test_a_kernel_wrong_somewhere_the_check_now_looks_fails(judge, candidate, problem):
     result = verdict(judge, candidate, problem)
     assert result.status is Status.MISMATCH, result.reason
+
+
+@pytest.mark.parametrize("candidate", ["a04_size_set.py", "a05_refuse_exactly.py"])
+def test_a_kernel_right_only_on_the_sizes_the_judge_tries_fails(judge, candidate):
+    """Since session 22 two sets are asked for again at the end at sizes drawn for the check that no other set has:
+    a kernel that knows which sizes the judge tries (right there, or refusing exactly those) meets another."""
+    result = verdict(judge, candidate)
+    assert result.status is Status.MISMATCH and "drawn at random" in result.reason, result.reason
 
 
 @pytest.mark.parametrize("candidate, problem, generality", [
