@@ -24,7 +24,7 @@ SOCKET_NAME = "channel.sock"
 # The protocol. A job reports its phases in this order (a reference job skips the candidate's, and the other way
 # round); the compile timeout covers the first ones, the run timeout the rest.
 PHASES = ("isolation", "cuda_init", "setup", "wait_start", "import", "construct", "wait_inputs", "first_call",
-          "correctness", "other_shapes", "repeats", "audit", "asked_again", "reference", "baselines", "wait_go", "timing",
+          "correctness", "other_shapes", "repeats", "asked_again", "audit", "reference", "baselines", "wait_go", "timing",
           "done")
 COMPILE_PHASES = PHASES[: PHASES.index("correctness")]
 ASKED_AGAIN = "_asked_again"  # the suffix of the call that asks once more for a set of another shape it refused

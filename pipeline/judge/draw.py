@@ -3,8 +3,8 @@
 A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
 few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
 the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
-outlier or signed values, drawn here), repeats of the first trial, an audit call on inputs of its own, two of the
-sets of other shapes again with fresh values, and on a GPU the timed trials. The timed trials rotate
+outlier, signed or scaled values, drawn here), repeats of the first trial, two of the sets of other shapes again with fresh values,
+an audit call on inputs of its own, and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
 a few trials, chosen here and revealed only once each has returned, have their outputs compared with the
@@ -30,7 +30,9 @@ VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
 AGAIN = 2  # sets of other shapes asked for a second time at the end of the calls, drawn afresh
 
 
-def _transform(kind: str) -> dict[str, str]:
+def _transform(kind: str) -> dict[str, Any]:
+    if kind == "scaled":
+        return {"transform": kind, "scale": _uniform(*SCALE_RANGE)}
     return {"transform": kind} if kind else {}
 
 
@@ -101,18 +103,20 @@ class Draw:
         verified = tuple(sorted(secrets.SystemRandom().sample(range(trial_count), min(VERIFIED_TRIALS, trial_count))))
         extra = [f"repeat_{k + 1}" for k in range(options.repeat_calls)] + ["audit"] + [f"timed_{i}" for i in verified]
         offsets = {name: _offset() for name in extra}
-        # a set of another shape takes the problem's draws or a hidden trial's values (outliers, signed) where the
+        # a set of another shape takes the problem's draws or a hidden trial's values (outliers, signed, scaled) where the
         # reference can, drawn here for each set (a kernel exact only for the problem's draws at some sizes, or only
         # for the values at the positions of the last check, is not exact there either)
-        kinds = ["", *(k for k in ("outliers", "signed") if k in hidden)]
+        kinds = ["", *(k for k in ("outliers", "signed", "scaled") if k in hidden)]
         shaped = [{"name": d["name"], "seed": _seed(), "resize": d["resize"], **_transform(kind)}
                   for d, kind in zip(derived, _kinds(kinds, len(derived)))]
-        # and AGAIN of them are asked for once more at the very end (pipeline.judge.worker.ask_again), drawn afresh at
-        # a size of their side of the problem's that no other set has: sizes known ahead can be special-cased
+        # and AGAIN of them are asked for once more near the end (pipeline.judge.worker.ask_again), drawn afresh, the
+        # second at a size of its side of the problem's that no other set has: sizes known ahead can be special-cased
         used = {(d["resize"]["anchor"], d["resize"]["new"]) for d in derived}
         again = secrets.SystemRandom().sample(shaped, min(AGAIN, len(shaped)))
+        # (the first at its source's own size: a kernel that keeps its first answer at a size is asked there again)
         shaped += [{**s, "name": f"{s['name']}_again", "seed": _seed(), "again": s["name"],
-                    "resize": {**s["resize"], "new": _other_size(s["resize"], used)}} for s in again]
+                    "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k else s["resize"]["new"]}}
+                   for k, s in enumerate(again)]
         return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,
                    options.subsample_above, verified, tuple(shaped), other_shapes)
 

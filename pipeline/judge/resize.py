@@ -59,8 +59,8 @@ def anchors(inputs: list[Any]) -> list[int]:
 def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
     """Every derivation worth trying on these (nominal) inputs, in order, as `resize` specs. For each anchor and
     size, a group: the shared change first, then the anchor alone (the first the reference runs on is kept); for
-    the first anchor's APART sizes, where other inputs share its size, also the anchor alone and each other such
-    input alone, and, where an integer input equals it, the tensors changed with the integers kept and the integers
+    the first anchor's APART sizes (a later anchor's first), where other inputs share its size, also the anchor
+    alone and each other such input alone, and, for the first, where an integer input equals it, the tensors changed with the integers kept and the integers
     changed alone (groups of their own: inputs of two batch sizes, a count that does not follow). A size above the problem's only while the inputs that grow keep the whole below
     the growth limit; each size once per anchor."""
     positions = tensor_positions(inputs)
@@ -86,12 +86,12 @@ def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
                         "new": new, **how}
 
             found += [plan("", f"{size}_{k}", shared=True), plan("_alone", f"{size}_{k}", shared=False)]
+            if (rank == 0 and size in APART or size == APART[0]) and len(shared) > 1:
+                found.append(plan("_apart", f"{size}_{k}_apart", shared=False))
+                # each other input of the batch alone too (a kernel that reads the second's size off the first)
+                for j in [positions.index(i) for i in shared if i != positions[k]][: MAX_ANCHORS - 1]:
+                    found.append({**plan(f"_apart_{j}", f"{size}_{j}_apart", shared=False), "anchor": j})
             if rank == 0 and size in APART:
-                if len(shared) > 1:
-                    found.append(plan("_apart", f"{size}_{k}_apart", shared=False))
-                    # each other input of the batch alone too (a kernel that reads the second's size off the first)
-                    for j in [positions.index(i) for i in shared if i != positions[k]][: MAX_ANCHORS - 1]:
-                        found.append({**plan(f"_apart_{j}", f"{size}_{j}_apart", shared=False), "anchor": j})
                 if counts:
                     found.append(plan("_counts_kept", f"{size}_{k}_counts", shared=True, counts=False))
                     # and the integers alone, the tensors as they were (a count the kernel reads off a tensor)

@@ -53,11 +53,13 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
 
 
 def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult], refused: dict[str, str],
-                answered: frozenset[str] = frozenset(), not_owed: dict[str, str] | None = None) -> tuple[Check | None, str]:
+                answered: frozenset[str] = frozenset(), not_owed: dict[str, str] | None = None,
+                flaky: dict[str, str] | None = None) -> tuple[Check | None, str]:
     """The check on the calls with inputs of other shapes, and the generality it gives: None when this check did
     not ask for them (a search's candidate it would not keep). `answered`: the calls that returned (a set it refused
     and answered when asked again at the end is no guard: it said no, then gave an answer)."""
     not_owed = not_owed or {}  # sets the reference itself refused with this check's draw (it took their shapes with another)
+    flaky = flaky or {}  # sets it answered only when called a second time: the first call's exception
     if not draw.other_shapes:
         return None, ""
     found = {d["name"]: d for d in reference.get("derived", [])}
@@ -76,6 +78,9 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         if name in refused and draw.reference_name(name) == name and f"{name}{ASKED_AGAIN}" in answered:
             return Check("other_shapes", False, f"refused inputs of another shape, then answered them when asked again "
                                                 f"(a guard refuses every time), {what}: {refused[name]}"), ""
+        if name in flaky:
+            return Check("other_shapes", False, f"raised on inputs of another shape, then answered the same inputs when called "
+                                                f"again (a refusal is raised every time), {what}: {flaky[name]}"), ""
         if name in refused:
             declined.append(f"{what}: {refused[name]}")
         elif name not in results:

@@ -83,6 +83,8 @@ class CallClaim(_Claims):
     work: WorkClaim = Field(default_factory=WorkClaim)
     checksum: list[float | None] = Field(default_factory=list)
     refused: str = ""  # a call on inputs of another shape the candidate refused: its exception, one line
+    refused_first: str = ""  # it answered, but only when called again: the first call's exception, one line
+    shares_outputs_with: str = ""  # the earlier call whose outputs, still held, this call's outputs share memory with
 
 
 class TimingClaim(_Claims):
@@ -354,6 +356,7 @@ class CandidateChecks:
             (Status.BANNED, self.torch_delegation),
             (Status.INFRA_ERROR, self.same_inputs),
             (Status.MISMATCH, self.output_structure),
+            (Status.MISMATCH, self.fresh_outputs),
             (Status.MISMATCH, self.correctness),
             (Status.MISMATCH, self.other_shapes),
             (Status.BANNED, self.timing_bracket),
@@ -447,6 +450,14 @@ class CandidateChecks:
                     return Check("output_structure", False, f"call {name} output {i}: {shape} {dtype}, reference {ref_shape} {ref_dtype}")
         return Check("output_structure", True, "same type, count, shapes and dtypes as the reference")
 
+    def fresh_outputs(self) -> Check:
+        shared = [(name, c.shares_outputs_with) for name, c in self.calls.items() if c.shares_outputs_with]
+        if shared:
+            name, earlier = shared[0]
+            return Check("fresh_outputs", False, f"call {name} handed back memory that call {earlier}'s outputs still hold: a "
+                                                 "caller who keeps both answers reads the later one twice")
+        return Check("fresh_outputs", True, "every call's outputs in memory of their own")
+
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
         shaped = draw.shaped_names
@@ -466,8 +477,9 @@ class CandidateChecks:
 
     def other_shapes(self) -> Check:
         """Inputs of other shapes (pipeline.judge.shapes): right on each, or refused cleanly."""
+        flaky = {name: c.refused_first for name, c in self.calls.items() if c.refused_first}
         check, generality = shapes.judge_calls(self.draw, self.reference.result, self.comparer.results, self.refused,
-                                               frozenset(self.calls), self.comparer.not_owed)
+                                               frozenset(self.calls), self.comparer.not_owed, flaky)
         self.verdict.generality = generality
         self.verdict.trials.extend(self.comparer.results[s["name"]] for s in self.draw.derived if s["name"] in self.comparer.results)
         return check  # type: ignore[return-value]

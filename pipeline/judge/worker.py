@@ -320,19 +320,66 @@ def describe(t: torch.Tensor) -> dict[str, Any]:
     return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "device": t.device.type}
 
 
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise-equal content (NaN equals NaN), for telling whether an input was written (chunk by chunk)."""
+    """Bitwise-equal content, for telling whether an input was written (chunk by chunk): -0.0 is not 0.0, and a NaN
+    equals only the same NaN (values read equal are not enough: a write that keeps them is still a write)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    bits = _BITS.get(a.element_size()) if a.dtype.is_floating_point or a.dtype.is_complex else None
     for i in range(0, fa.numel(), CHUNK):
         x, y = fa[i : i + CHUNK].to(fb.device), fb[i : i + CHUNK]  # `a` may be the host's copy of `b`
-        if a.is_floating_point():
-            if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
-                return False
-        elif not bool(torch.equal(x, y)):
+        if bits is not None and not a.dtype.is_complex:
+            x, y = x.contiguous().view(bits), y.contiguous().view(bits)
+        if not bool(torch.equal(x, y)):
             return False
     return True
+
+
+def written(before: list[torch.Tensor | None], placed: list, inputs: list[Any]) -> list[int]:
+    """The inputs a call changed: their contents (bitwise) or the memory they are."""
+    return [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and (where([b])[0] != placed[i] or not same_tensor(a, b))]
+
+
+class HeldOutputs:
+    """The last call's outputs, kept alive through the next call (up to KEEP_ON_DEVICE_BYTES): an answer handed back
+    in memory an earlier answer still holds is rewritten under a caller who keeps both (views of one reused buffer).
+    Kept alive, an honest kernel's fresh outputs can never land there."""
+
+    def __init__(self) -> None:
+        self.name, self.tensors = "", []
+
+    def hold(self, name: str, items: list[Any]) -> None:
+        tensors = [t for t in items if type(t) is torch.Tensor]
+        small = tensor_bytes(tensors) <= KEEP_ON_DEVICE_BYTES
+        self.name, self.tensors = (name, tensors) if small else ("", [])
+
+    def release(self) -> None:
+        self.name, self.tensors = "", []
+
+    def shared_by(self, items: list[Any]) -> str:
+        """The held call's name if one of `items` lives in memory one of its outputs holds, else ''."""
+        held = [_span(t) for t in self.tensors]
+        return self.name if any(_overlap(_span(t), h) for t in items if type(t) is torch.Tensor for h in held) else ""
+
+
+def _span(t: torch.Tensor) -> tuple[str, int, int]:
+    storage = t.untyped_storage()
+    return str(t.device), storage.data_ptr(), storage.nbytes()
+
+
+def _overlap(a: tuple[str, int, int], b: tuple[str, int, int]) -> bool:
+    return a[0] == b[0] and min(a[2], b[2]) > 0 and a[1] < b[1] + b[2] and b[1] < a[1] + a[2]
+
+
+def where(inputs: list[Any]) -> list[tuple[int, int, tuple[int, ...], tuple[int, ...]] | None]:
+    """Where each input tensor lives (its storage, offset, shape, strides): a call that rebinds the caller's tensor
+    to other memory (`x.set_(...)`) changed it even if the values read the same."""
+    return [(v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), v.stride()) if isinstance(v, torch.Tensor) else None
+            for v in inputs]
 
 
 KEEP_ON_DEVICE_BYTES = 1 << 30  # input sets up to this size are kept whole on the device between calls
@@ -879,6 +926,7 @@ class CandidateRun:
         self.job, self.result = job, result
         self.outputs = job.outputs()
         self.calls: list[dict[str, Any]] = []
+        self.held = HeldOutputs()  # the last call's outputs, alive through the next call
         self.refused_sets: list[str] = []  # inputs of other shapes it refused, asked for again at the end
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
         self.host = HostProbe()
@@ -975,17 +1023,17 @@ class CandidateRun:
         try:
             self.call(model, inputs, name, sample=False, refusable=True)
             return
-        except Refused:
-            pass
+        except Refused as first:
+            raised = first.text
         again = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         try:
-            self.call(model, again, name, sample=False, refusable=True)
+            self.call(model, again, name, sample=False, refusable=True, refused_first=raised)
         except Refused as refused:
             self.refused_sets.append(name)
             self.refuse(name, sums, refused)
 
     def ask_again(self, model, get_inputs, sets: list[dict[str, Any]]) -> None:
-        """Inputs of other shapes asked for once more at the end, after the repeats and the audit: the sets it
+        """Inputs of other shapes asked for once more at the end, after the repeats (the audit call follows): the sets it
         refused (a guard refuses whenever it is asked: one that answers now is no guard; the judge compares nothing,
         the answer itself fails the check) and the judge's `again` sets, copies of sets it answered earlier (a
         refusal or a call that changed what the model does on later shapes is wrong there)."""
@@ -1004,13 +1052,13 @@ class CandidateRun:
         self.calls.append(record)
         self.job.send({"type": "call", "record": record})
 
-    def call(self, model, inputs: list[Any], name: str, *, sample: bool, refusable: bool = False) -> Any:
+    def call(self, model, inputs: list[Any], name: str, *, sample: bool, refusable: bool = False, refused_first: str = "") -> Any:
         """One observed call: poisoned free memory, its torch work, input-mutation check, launches, threads; once
         it has returned and the judge's integrity is verified, its record goes to the judge at once (a later call
         cannot edit it) and its outputs follow (subsampled where the judge says)."""
         sums = checksum(inputs)
         self.result["checksums"][name] = sums
-        before = mutation_copy(inputs, self.poison_bytes())
+        before, placed = mutation_copy(inputs, self.poison_bytes()), where(inputs)
         processes_before = self.candidate_processes()
         starts_before = self.starts()
         self.poison()
@@ -1025,7 +1073,7 @@ class CandidateRun:
         except Exception as exc:
             if refusable and is_refusal(exc, self.job.spec["candidate_path"]):
                 self.job.sync()
-                if any(a is not None and not same_tensor(a, b) for a, b in zip(before, inputs)):
+                if written(before, placed, inputs):
                     # a refusal leaves the caller's tensors as they were (compared whole with the copy made before)
                     raise JobFailure("banned", f"input_mutation: call {name} wrote to its inputs, then refused them") from None
                 raise Refused(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
@@ -1050,7 +1098,7 @@ class CandidateRun:
             "tensors": tensors,
             "launches": self.launches.total() - launches_before,
             "own_launches": self.launches.own_total() - own_before,
-            "mutated_inputs": [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and not same_tensor(a, b)],
+            "mutated_inputs": written(before, placed, inputs),
             "threads_after": live_threads() - self.threads_before,
             "processes_after": other_processes(),
             # a process that ended at once can leave no CPU tick and nothing to count: the audit hook saw it start
@@ -1058,10 +1106,13 @@ class CandidateRun:
             "children_cpu_s": round(max(0.0, cpu_s - processes_before[1]), 3),
             "work": work.to_json(),
             "checksum": sums,
+            "refused_first": refused_first,
+            "shares_outputs_with": self.held.shared_by(items),
         }
         self.calls.append(record)
         self.job.send({"type": "call", "record": record})
         keep_subsampled(self.outputs, name, items, self.job.sample(name) if sample else None)
+        self.held.hold(name, items)
         return out
 
     def install_compile_accounting(self) -> None:
@@ -1149,12 +1200,13 @@ class CandidateRun:
                 first_inputs = make_inputs(get_inputs, plan["input_sets"][0], job.device)
             self.call(model, first_inputs, f"repeat_{k + 1}", sample=True)
         del first_inputs
-        job.phase("audit")
-        audit = plan["audit_set"]
-        self.call(model, make_inputs(get_inputs, audit, job.device), audit["name"], sample=True)
         if shaped:
             job.phase("asked_again")
             self.ask_again(model, get_inputs, shaped)
+        job.phase("audit")  # last: a refusal asked again that changed what the model does meets the problem's shape
+        audit = plan["audit_set"]
+        self.call(model, make_inputs(get_inputs, audit, job.device), audit["name"], sample=True)
+        self.held.release()
 
     def time_candidate(self, model, get_inputs, go: dict[str, Any]) -> None:
         """The timed trials. Each loads one of the timed sets into the fixed buffers and scales its floating inputs

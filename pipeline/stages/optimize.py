@@ -387,7 +387,9 @@ class Optimizer:
         not; a rejection's feedback goes to the stage's next proposals."""
         payload = VerdictPayload(candidate_id=cid, verdict=to_jsonable(result), best_id=self.progress.best_id, best_ms=self.progress.best_ms,
                                  would_keep=result.ok and self._better(result))
-        identity = {"candidate": result.candidate.fingerprint, "status": result.status.value, "reason": result.reason}
+        # the same gate in a replay or a branch: the kernel and how its check ended, never the reason's numbers (an
+        # error's size, a size of another shape: each check draws its own inputs)
+        identity = {"candidate": result.candidate.fingerprint, "status": result.status.value, "check": result.reason.split(":", 1)[0]}
         ruling = self.gates.ask(stage, payload, identity)
         if ruling.action == "reject":
             self._verdicts_rejected.add(cid)

@@ -116,7 +116,9 @@ def no_static_findings(source, reference_dtypes=frozenset()):
 def test_output_cache_is_caught_by_the_outputs_too():
     with Judge(EvalOptions(device="cpu", correctness_trials=2, repeat_calls=0), auditor=no_static_findings) as judge:
         result = judge.evaluate(problem(SOFTMAX), candidate("cheat_cache_by_shape.py"))
-    assert (result.status, result.reason[:21]) == (Status.MISMATCH, "correctness: trial_2:")
+    # the cached tensor is handed back again, in memory the first answer holds (and its values are trial_1's)
+    assert (result.status, result.reason[:31]) == (Status.MISMATCH, "fresh_outputs: call trial_2 han"), result.reason
+    assert next(c for c in result.checks if c.name == "correctness").detail.startswith("trial_2:")
 
 
 @pytest.mark.parametrize(
