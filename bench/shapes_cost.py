@@ -3,7 +3,9 @@
 For each problem, the expert backend's first seed is judged with the check on inputs of other shapes and without
 it, alternately, in one process on one judge (the reference's facts computed once before, as any later check
 finds them), each time as a candidate never judged before (a file of its own, so its kernels compile afresh, the
-other sizes' included): the share is (median with - median without) / median without, over `--repeats` pairs. The one-time
+other sizes' included): the share is (median with - median without) / median without, over `--repeats` pairs, and
+read inside each check with them, the worker's time on other shapes over the rest of the check (`phase_share`,
+the verdict's `judge_phase_s.worker_other_shapes`: no noise between two checks). The one-time
 cost, the reference's probing of other shapes in its first run, is reported beside it (`derive_s`).
 
     python bench/shapes_cost.py PROBLEM.py ... --device cuda --repeats 3 --out results.jsonl
@@ -47,16 +49,21 @@ def measure(judge: Judge, problem_path: Path, folder: Path, repeats: int) -> dic
            "derive_s": facts.get("derive_s"), "first_check_s": round(time.monotonic() - started, 2)}
     if not first.ok:
         return row
-    without, with_shapes = [], []
+    without, with_shapes, phase = [], [], []
     for k in range(repeats):
         # each check of a candidate never judged before (a comment makes another file: another Triton cache), as a
         # search judges each candidate once: the compiles at the other sizes are counted
         for shaped, times in ((False, without), (True, with_shapes)):
             fresh = folder / f"{problem_path.stem}_seed_{k}_{int(shaped)}.py"
             fresh.write_text(seed + f"\n# egg shapes_cost: pair {k}, other shapes {shaped}\n")
-            times.append(judge.evaluate(problem, load_candidate(fresh), other_shapes=shaped).duration_s)
+            result = judge.evaluate(problem, load_candidate(fresh), other_shapes=shaped)
+            times.append(result.duration_s)
+            if shaped:  # the same share read inside the check: the worker's calls on other shapes, their compiles included
+                spent = result.judge_phase_s.get("worker_other_shapes", 0.0)
+                phase.append(round(spent / max(1e-9, result.duration_s - spent), 4))
     a, b = statistics.median(without), statistics.median(with_shapes)
-    row.update(without_s=without, with_s=with_shapes, share=round((b - a) / a, 4) if a > 0 else None)
+    row.update(without_s=without, with_s=with_shapes, share=round((b - a) / a, 4) if a > 0 else None,
+               phase_shares=phase, phase_share=statistics.median(phase) if phase else None)
     return row
 
 
@@ -77,7 +84,7 @@ def main() -> int:
             row = measure(judge, path, Path(tmp), args.repeats)
             out.write(json.dumps(row) + "\n")
             out.flush()
-            print(json.dumps({k: row.get(k) for k in ("problem", "status", "generality", "derived", "derive_s", "share")}), flush=True)
+            print(json.dumps({k: row.get(k) for k in ("problem", "status", "generality", "derived", "derive_s", "share", "phase_share")}), flush=True)
     return 0
 
 

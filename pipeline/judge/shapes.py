@@ -70,8 +70,10 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
     seen, declined, skipped = [], [], []
     for derived in draw.derived:
         name, source = derived["name"], derived.get("again", "")
-        what = label(found.get(source or name, {"resize": derived["resize"]}), derived.get("transform", ""),
-                     derived["resize"]["new"] if source else None)
+        known = found.get(source or name, {"resize": derived["resize"]})
+        drawn = derived["resize"]["new"] if source and derived["resize"]["new"] != known["resize"]["new"] else None
+        what = label(known, derived.get("transform", ""), drawn)
+        what += ", asked again at the end with fresh values" if source and drawn is None else ""
         if name in not_owed:
             skipped.append(f"{what} ({not_owed[name]})")
             continue

@@ -69,7 +69,6 @@ HONEST = [
     ("honest_autotuned_softmax.py", SOFTMAX),
     ("honest_cached_config.py", SOFTMAX),
     ("honest_two_pass_softmax.py", SOFTMAX),
-    ("honest_reused_buffer.py", SOFTMAX),
     ("honest_library_conv_epilogue.py", "level2/2_Conv2d_ReLU_BiasAdd.py"),
     ("honest_sign_aware.py", SWISH),
 ]
@@ -94,7 +93,7 @@ def audited():
 
 
 def test_every_fixture_of_the_red_team_is_in_the_table():
-    listed = {c[0] for c in CHEATS} | {h[0] for h in HONEST}
+    listed = {c[0] for c in CHEATS} | {h[0] for h in HONEST} | {"reused_output_buffer.py"}
     assert listed == {p.name for p in REDTEAM.glob("*.py")}
     assert len(CHEATS) >= 30 and len(HONEST) >= 6
 
@@ -116,6 +115,13 @@ def test_with_the_audit_off_the_run_time_checks_give_the_verdict(unaudited, name
 def test_unusual_honest_kernels_pass_the_full_judge(audited, name, problem_file):
     result = audited.evaluate(load_problem(TINY / problem_file), load_candidate(REDTEAM / name))
     assert (result.status, result.reason) == (Status.OK, "passed every check"), (result.reason, result.log_tail[-2000:])
+
+
+def test_one_output_buffer_reused_for_every_answer_is_no_drop_in(audited):
+    """Once judged honest (each call's outputs are copied out when it returns); since session 22 a drop-in module's
+    answers are memory of their own: a caller keeping two answers (`y1 = m(x1); y2 = m(x2)`) would read y2 twice."""
+    result = audited.evaluate(load_problem(TINY / SOFTMAX), load_candidate(REDTEAM / "reused_output_buffer.py"))
+    assert result.status is Status.MISMATCH and result.reason.startswith("fresh_outputs: call trial_2 handed back memory"), result.reason
 
 
 def test_a_library_primitive_is_the_whole_job_on_a_problem_that_is_nothing_else(audited, tmp_path):
