@@ -71,6 +71,7 @@ HONEST = [
     ("honest_two_pass_softmax.py", SOFTMAX),
     ("honest_library_conv_epilogue.py", "level2/2_Conv2d_ReLU_BiasAdd.py"),
     ("honest_sign_aware.py", SWISH),
+    ("honest_reused_workspace.py", SOFTMAX),
 ]
 
 
