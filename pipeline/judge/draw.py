@@ -114,7 +114,8 @@ class Draw:
         used = {(d["resize"]["anchor"], d["resize"]["new"]) for d in derived}
         again = secrets.SystemRandom().sample(shaped, min(AGAIN, len(shaped)))
         # (the first at its source's own size: a kernel that keeps its first answer at a size is asked there again)
-        shaped += [{**s, "name": f"{s['name']}_again", "seed": _seed(), "again": s["name"],
+        # (their values drawn afresh too: with few sets, some kind of values would otherwise never meet another shape)
+        shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),
                     "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k else s["resize"]["new"]}}
                    for k, s in enumerate(again)]
         return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,

@@ -80,6 +80,9 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         if name in refused and draw.reference_name(name) == name and f"{name}{ASKED_AGAIN}" in answered:
             return Check("other_shapes", False, f"refused inputs of another shape, then answered them when asked again "
                                                 f"(a guard refuses every time), {what}: {refused[name]}"), ""
+        if source and drawn is None and source not in refused and name in refused and source not in not_owed:
+            return Check("other_shapes", False, f"answered inputs of another shape, then refused the same shape with fresh values "
+                                                f"at the end (a guard decides by shape, every time), {what}: {refused[name]}"), ""
         if name in flaky:
             return Check("other_shapes", False, f"raised on inputs of another shape, then answered the same inputs when called "
                                                 f"again (a refusal is raised every time), {what}: {flaky[name]}"), ""

@@ -360,10 +360,14 @@ class HeldOutputs:
     def release(self) -> None:
         self.name, self.tensors = "", []
 
-    def shared_by(self, items: list[Any]) -> str:
-        """The held call's name if one of `items` lives in memory one of its outputs holds, else ''."""
+    def shared_by(self, items: list[Any], inputs: list[Any]) -> str:
+        """The held call's name if one of `items` lives in memory one of its outputs holds, else ''. An output that is
+        one of this call's inputs (a reference that returns its input, called again on the same tensor) is its
+        caller's own memory, not a reused answer."""
+        own = [_span(v) for v in inputs if isinstance(v, torch.Tensor)]
         held = [_span(t) for t in self.tensors]
-        return self.name if any(_overlap(_span(t), h) for t in items if type(t) is torch.Tensor for h in held) else ""
+        return self.name if any(_overlap(_span(t), h) for t in items if type(t) is torch.Tensor
+                                and not any(_overlap(_span(t), o) for o in own) for h in held) else ""
 
 
 def _span(t: torch.Tensor) -> tuple[str, int, int]:
@@ -1107,7 +1111,7 @@ class CandidateRun:
             "work": work.to_json(),
             "checksum": sums,
             "refused_first": refused_first,
-            "shares_outputs_with": self.held.shared_by(items),
+            "shares_outputs_with": self.held.shared_by(items, inputs),
         }
         self.calls.append(record)
         self.job.send({"type": "call", "record": record})

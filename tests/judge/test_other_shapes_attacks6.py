@@ -1,0 +1,63 @@
+"""A sixth red team (session 22, a helper that had not seen our fixtures, on the fixes of the fifth;
+tests/fixtures/shapes_attacks6 has each attempt and README.md the table). Fixed here: an honest kernel that returns
+its input, as its reference does, failed `fresh_outputs` (the repeats call it on the same tensor): an output that
+is the call's own input is the caller's memory; a kernel that answers a shape and then refuses it with fresh values
+at the end (a12) fails; the sets asked again draw their values afresh (with two sets of other shapes, some kinds
+of values never met another shape: a05's class). Caught already: one reused buffer per shape (a13), refusing unseen
+values (a07), refusing then answering at the end (a11). Still open, listed in the README: answers or inputs spoiled
+by a later call (a ring of two buffers, a02, a03, a08, a09), a kernel spoiled once a size is seen twice (a04), the
+problem's shape spoiled after another shape only for outlier values (a06), reuse after an answer over 1 GiB (a10).
+CPU, the Triton interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.judge import Judge
+from pipeline.judge.shapes import GENERAL, SPECIALISED
+from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.types import EvalOptions, Status
+
+ROOT = Path(__file__).resolve().parents[2]
+ATTACKS = ROOT / "tests" / "fixtures" / "shapes_attacks6"
+SOFTMAX = ROOT / "data" / "problems" / "tiny" / "level1" / "23_Softmax.py"
+CPU = EvalOptions(device="cpu")  # the judge's own counts: a12 and a11 count calls at the problem's size
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(CPU) as judge:
+        yield judge
+
+
+def verdict(judge, candidate: str, problem: str = ""):
+    path = ATTACKS / "problems" / problem if problem else SOFTMAX
+    return judge.evaluate(load_problem(path), load_candidate(ATTACKS / candidate))
+
+
+@pytest.mark.parametrize("candidate, problem, generality", [
+    ("h01_guard_refuses.py", "", SPECIALISED),
+    ("h02_scratch_buffer.py", "", GENERAL),
+    ("h03_output_is_input.py", "softmax_passthrough.py", GENERAL),
+    ("h05_two_views_one_fresh_buffer.py", "softmax_and_max.py", GENERAL),
+])
+def test_honest_kernels_pass_as_what_they_are(judge, candidate, problem, generality):
+    result = verdict(judge, candidate, problem)
+    assert result.ok and result.generality == generality, result.reason
+
+
+@pytest.mark.parametrize("candidate, says", [
+    ("a12_answer_then_refuse_at_end.py", "other_shapes: answered inputs of another shape, then refused the same shape"),
+    ("a13_ring1_control.py", "fresh_outputs: call "),
+    ("a11_refuse_then_answer_at_end.py", "other_shapes: refused inputs of another shape, then answered them"),
+])
+def test_inconsistent_answers_and_reused_buffers_fail(judge, candidate, says):
+    result = verdict(judge, candidate)
+    assert result.status is Status.MISMATCH and result.reason.startswith(says), result.reason
+
+
+def test_refusing_values_never_seen_before_is_caught(judge):
+    result = verdict(judge, "a07_refuse_first_sight.py")
+    assert not result.ok, result.reason
