@@ -9,6 +9,8 @@ those the audit is the line, and the run ends `ok`, which the table says.
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pytest
@@ -188,8 +190,9 @@ SECOND = [
      (Status.BANNED, "torch_delegation: 50% of the problem's bytes go to the host")),
     ("a02_shell_subprocess_softmax.py", SOFTMAX, (Status.BANNED, "banned_import (line 9): uses torch.utils"),
      (Status.BANNED, "background_threads: call(s) trial_1")),
-    ("a03_softmax_no_max_shift.py", SOFTMAX, (Status.MISMATCH, "correctness: outliers: non-finite mismatch"),
-     (Status.MISMATCH, "correctness: outliers: non-finite mismatch")),
+    # caught by the outlier values: on the problem's shape in nearly every check; in about 1 of 140 no outlier of the
+    # outliers trial passes exp's range (88.7), and a set of another shape with outlier values catches it instead
+    ("a03_softmax_no_max_shift.py", SOFTMAX, (Status.MISMATCH, "non-finite mismatch"), (Status.MISMATCH, "non-finite mismatch")),
     ("a04_swish_range_limited.py", SWISH, (Status.MISMATCH, "correctness: outliers:"), (Status.MISMATCH, "correctness: outliers:")),
     ("a05_exclude_python_key.py", SOFTMAX, (Status.BANNED, "dynamic_code (line 13): calls getattr with a name computed at run time"),
      (Status.BANNED, "judge_integrity: replaced during call trial_1: torch._C._dispatch_tls_set_dispatch_key_excluded")),
@@ -228,6 +231,10 @@ def test_every_attempt_of_the_second_red_team_is_in_the_table():
 def test_the_second_red_teams_attempts_are_caught(audited, unaudited, name, problem_file, full, off):
     for judge, (status, reason) in ((audited, full), (unaudited, off)):
         result = judge.evaluate(load_problem(TINY / problem_file), load_candidate(REDTEAM2 / name))
+        if reason == "non-finite mismatch":
+            assert result.status is status and re.match(r"(correctness: outliers|other_shapes: wrong on inputs of another shape, "
+                                                        r"[^:]*outlier values[^:]*): non-finite mismatch", result.reason), result.reason
+            continue
         assert (result.status, result.reason[: len(reason)]) == (status, reason), result.reason
 
 
