@@ -107,8 +107,12 @@ class Draw:
         # reference can, drawn here for each set (a kernel exact only for the problem's draws at some sizes, or only
         # for the values at the positions of the last check, is not exact there either)
         kinds = ["", *(k for k in ("outliers", "signed", "scaled") if k in hidden)]
-        shaped = [{"name": d["name"], "seed": _seed(), "resize": d["resize"], **_transform(kind)}
-                  for d, kind in zip(derived, _kinds(kinds, len(derived)))]
+        drawn = _kinds(kinds, len(derived))
+        if "outliers" in kinds and len(derived) > len(kinds):  # the largest always: a set of one row may hold none
+            largest = max(range(len(derived)), key=lambda i: derived[i]["resize"]["new"])
+            drawn = _kinds(kinds, len(derived) - 1)
+            drawn.insert(largest, "outliers")
+        shaped = [{"name": d["name"], "seed": _seed(), "resize": d["resize"], **_transform(kind)} for d, kind in zip(derived, drawn)]
         # and AGAIN of them are asked for once more near the end (pipeline.judge.worker.ask_again), drawn afresh, the
         # second at a size of its side of the problem's that no other set has: sizes known ahead can be special-cased
         used = {(d["resize"]["anchor"], d["resize"]["new"]) for d in derived}
