@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -550,3 +551,60 @@ def test_honest_candidates_have_no_findings(path):
 def test_shared_candidate_fixtures(name, rule):
     path = ROOT / "tests" / "fixtures" / "candidates" / name
     assert {f.rule for f in audit_file(path, reference_dtypes=FP32)} == set(rule.split() if rule else ())
+
+
+# the source's encoding and match class patterns (the third held-out red team's first two classes) ----------------
+
+def test_a_coding_declaration_that_turns_a_comment_into_code_is_refused():
+    """UTF-7 decodes `+AAo-` as a newline: the comment below is, to Python, a line `import sys`."""
+    raw = b"# coding: utf-7\nimport torch\n# +AAo-import sys\n"
+    assert any(isinstance(node, ast.Import) and node.names[0].name == "sys" for node in ast.walk(ast.parse(raw)))
+    text = raw.decode("utf-8")
+    found = audit_source(text)
+    assert [(f.rule, f.line) for f in found] == [("dynamic_code", 1)], found
+    assert "utf-7" in found[0].message and "UTF-8" in found[0].message
+
+
+@pytest.mark.parametrize("declaration", ["# coding: latin-1", "# -*- coding: cp1252 -*-", "#!/usr/bin/env python\n# vim: set fileencoding=utf_16 :",
+                                         "# coding=no-such-codec"])
+def test_every_encoding_but_utf8_is_refused(declaration):
+    assert "dynamic_code" in rules(declaration + "\nimport torch\n")
+
+
+@pytest.mark.parametrize("declaration", ["# coding: utf-8", "# -*- coding: UTF8 -*-", "#!/usr/bin/env python\n# coding: utf_8",
+                                         "import torch\n# coding: utf-7", "import torch\n\n# coding: utf-7", ""])
+def test_utf8_declarations_and_late_mentions_are_fine(declaration):
+    """A declaration counts on the first two lines only, and only before any code (what Python's tokenizer reads)."""
+    assert rules(declaration + "\nimport torch\n") == set()
+
+
+@pytest.mark.parametrize("pattern", ["object(__class__=found)", "object(__globals__=found)", "torch.Tensor(_base=found)",
+                                     "tuple(found)", "object(real=found)"])
+def test_a_class_pattern_is_refused(pattern):
+    found = audit(f"""
+        import torch
+        def pick(x):
+            match x:
+                case {pattern}:
+                    return found
+                case _:
+                    return None
+        """)
+    assert [f.rule for f in found] == ["introspection"] and found[0].line == 5, found
+
+
+def test_match_without_class_patterns_is_fine():
+    assert rules("""
+        import torch
+        def pick(mode, shape):
+            match mode:
+                case "sum" | "mean":
+                    return 1
+                case {"block": block}:
+                    return block
+            match shape:
+                case [rows, cols]:
+                    return rows * cols
+                case _:
+                    return 0
+        """) == set()
