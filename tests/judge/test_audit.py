@@ -608,3 +608,69 @@ def test_match_without_class_patterns_is_fine():
                 case _:
                     return 0
         """) == set()
+
+
+# inside a @triton.jit body: Triton's language only (the third held-out red team's fifth class) -------------------
+
+JIT_HEADER = """
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+"""
+
+
+def jit_rules(body: str, prelude: str = "") -> list[tuple[str, str]]:
+    source = JIT_HEADER + textwrap.dedent(prelude) + "\n@triton.jit\ndef kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n" + \
+        textwrap.indent(textwrap.dedent(body), "    ")
+    return [(f.rule, f.message.split(" inside")[0]) for f in audit_source(source)]
+
+
+def test_the_interpreter_cheat_through_a_blocks_numpy_array_is_caught_as_the_judge_runs_it():
+    found = audit_file(ROOT / "tests" / "fixtures" / "audit_allowlist" / "jit_numpy_on_handle.py")
+    assert {f.rule for f in found} == {"introspection"} and all(".data" in f.message or ".handle" in f.message for f in found)
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("x = tl.load(x_ptr)\ny = x.handle.data.sum()\n", ("introspection", "reads .")),
+    ("x = tl.load(x_ptr)\ny = getattr(x, 'handle')\n", ("introspection", "reads .handle")),
+    ("x = tl.load(x_ptr)\ntl.store(out_ptr, torch.exp(x))\n", ("delegation", "uses torch.exp")),
+    ("x = tl.load(x_ptr)\ntl.store(out_ptr, host_helper(x))\n", ("delegation", "calls host_helper")),
+    ("x = tl.load(x_ptr)\ntl.store(out_ptr, (lambda v: v)(x))\n", ("delegation", "defines a function or class")),
+    ("x = tl.load(x_ptr)\ntl.store(out_ptr, n(x))\n", ("delegation", "calls n")),  # a parameter: the host passes any callable
+    ("x = tl.load(x_ptr)\ntl.store(out_ptr, x.__array__())\n", ("introspection", "reads .__array__")),
+])
+def test_a_jit_body_reaching_outside_triton_is_caught(body, expected):
+    prelude = "def host_helper(v):\n    return v\n"
+    found = jit_rules(body, prelude)
+    assert any(rule == expected[0] and message.startswith(expected[1]) for rule, message in found), found
+
+
+def test_honest_jit_bodies_are_left_alone():
+    """What honest kernels write in their bodies: the language, libdevice, constexpr helpers, the builtins Triton
+    compiles, the members of blocks and dtypes, other jitted functions (called, or handed to tl.reduce)."""
+    prelude = """
+        @triton.jit
+        def combine(a, b):
+            return a + b
+
+        @triton.jit
+        def two(x):
+            return x * 2, x.to(tl.float32)
+        """
+    body = """
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        acc = tl.zeros([BLOCK], dtype=x_ptr.dtype.element_ty)
+        for i in tl.static_range(2):
+            acc += libdevice.exp(x) + tl.math.exp2(x)
+        for i in range(0, triton.cdiv(n, BLOCK)):
+            acc = tl.maximum(acc, x)
+        doubled, wide = two(x)
+        total = tl.reduce(acc, 0, combine) + tl.sum(doubled, axis=0) + max(BLOCK, 16) + len(acc.shape)
+        if x.dtype.is_fp32() and isinstance(BLOCK, tl.constexpr):
+            tl.store(out_ptr + offs, (acc + total + wide).to(out_ptr.dtype.element_ty), mask=mask)
+        """
+    assert jit_rules(body, prelude) == []
