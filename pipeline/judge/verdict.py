@@ -89,6 +89,7 @@ class CallClaim(_Claims):
     refused: str = ""  # a call on inputs of another shape the candidate refused: its exception, one line
     refused_first: str = ""  # it answered, but only when called again: the first call's exception, one line
     shares_outputs_with: str = ""  # the earlier call whose outputs, still held, this call's outputs share memory with
+    spoiled: list[str] = Field(default_factory=list)  # what of earlier calls this call changed: "<call>'s outputs"/"inputs"
 
 
 class TimingClaim(_Claims):
@@ -391,7 +392,10 @@ class CandidateChecks:
         if bad:
             name, idx = next(iter(bad.items()))
             return Check("input_mutation", False, f"call {name} wrote to input(s) {idx}")
-        return Check("input_mutation", True, "inputs unchanged by every call")
+        for name, c in self.calls.items():
+            if inputs := [part for part in c.spoiled if part.endswith("'s inputs")]:
+                return Check("input_mutation", False, f"call {name} changed call {inputs[0]}, which its caller still holds")
+        return Check("input_mutation", True, "inputs unchanged by every call, and by every later one")
 
     def background_threads(self) -> Check:
         leaked = [n for n, c in self.calls.items() if c.threads_after > 0]
@@ -460,7 +464,11 @@ class CandidateChecks:
             name, earlier = shared[0]
             return Check("fresh_outputs", False, f"call {name} handed back memory that call {earlier}'s outputs still hold: a "
                                                  "caller who keeps both answers reads the later one twice")
-        return Check("fresh_outputs", True, "every call's outputs in memory of their own")
+        for name, c in self.calls.items():
+            if outputs := [part for part in c.spoiled if part.endswith("'s outputs")]:
+                return Check("fresh_outputs", False, f"call {name} changed call {outputs[0]} (rewrote, emptied or moved them): "
+                                                     "a caller who kept that answer reads other values")
+        return Check("fresh_outputs", True, "every call's outputs in memory of their own, left as they were by later calls")
 
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
