@@ -337,13 +337,23 @@ def worker_alive(record: SessionRecord, now: float | None = None) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
+    """The process runs: it exists and is not a zombie (a killed worker whose parent died stays one until something
+    reaps it, which an init that reaps nothing never does)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()[:1] == ["Z"]
+    except OSError:  # gone since, or no /proc: os.kill's answer stands
+        return False
 
 
 def get_session(store: Store, session_id: str) -> SessionRecord:

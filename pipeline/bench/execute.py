@@ -184,10 +184,13 @@ class ItemRunner:
         """The item's session id (created now when it has none), or how creating it failed."""
         if item.session_id and self.store.session(item.session_id) is not None:
             return item.session_id
-        s = self.settings
+        s, label = self.settings, f"bench {self.run.id}: {item.problem}"
+        # a driver killed between making the session and recording it on the item left one behind: take it up
+        if record := self.store.unstarted_session(label):
+            Path(record.work_dir).mkdir(parents=True, exist_ok=True)  # its maker may have died before making the folder
         try:
-            record = api.create_session(self.store, problem_path=item.path, backend=s.backend, review="auto", device=s.device, budget=s.budget,
-                                        options=s.options, profile_mode=s.profile_mode, label=f"bench {self.run.id}: {item.problem}")
+            record = record or api.create_session(self.store, problem_path=item.path, backend=s.backend, review="auto", device=s.device,
+                                                  budget=s.budget, options=s.options, profile_mode=s.profile_mode, label=label)
         except api.ApiError as error:
             return Ended("error", str(error))
         self._update(item, session_id=record.id)

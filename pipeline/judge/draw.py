@@ -4,7 +4,7 @@ A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled 
 few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
 the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
 outlier, signed or scaled values, drawn here), repeats of the first trial, two of the sets of other shapes again with fresh values,
-an audit call on inputs of its own, and on a GPU the timed trials. The timed trials rotate
+an audit call on inputs of its own (with outlier values after other shapes), and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
 a few trials, chosen here and revealed only once each has returned, have their outputs compared with the
@@ -122,7 +122,10 @@ class Draw:
         shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),
                     "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k else s["resize"]["new"]}}
                    for k, s in enumerate(again)]
-        return cls(trials, tuple(made), {"name": "audit", "seed": _seed()}, timed_sets, scales, offsets,
+        # the audit call comes last, at the problem's size: after the other shapes, with outlier values where the
+        # reference takes them (a kernel that another shape spoiled only where values are large is met there)
+        audit = {"name": "audit", "seed": _seed(), **({"transform": "outliers"} if derived and "outliers" in kinds else {})}
+        return cls(trials, tuple(made), audit, timed_sets, scales, offsets,
                    options.subsample_above, verified, tuple(shaped), other_shapes)
 
     def sample(self, call: str) -> dict[str, int] | None:

@@ -53,6 +53,32 @@ LIBRARY_OPS = frozenset(
     upsample_linear1d upsample_trilinear3d _upsample_nearest_exact2d _upsample_bilinear2d_aa
     """.split()
 )
+# The kinds of library work, for "at most the work the reference gives that kind" (issue 41): a candidate keeps in
+# torch only a kind of primitive the reference itself calls, for no more than the reference's work of that kind (a
+# row sum written as a GEMM against ones, a softmax's denominator as logcumsumexp, are other work, counted as such).
+_FAMILIES = {
+    "GEMM": "mm addmm bmm baddbmm addbmm addmv mv dot vdot matmul linear _scaled_mm _int_mm",
+    "max pooling": "max_pool1d max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices mkldnn_max_pool2d "
+                   "adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d",
+    "average pooling": "avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d "
+                       "_adaptive_avg_pool2d _adaptive_avg_pool3d",
+    "cummax": "cummax _cummax_helper",
+    "cummin": "cummin _cummin_helper",
+}
+LIBRARY_FAMILY = {op: family for family, ops in _FAMILIES.items() for op in ops.split()}
+
+
+def library_family(op: str) -> str:
+    """The kind of library work an aten op does: convolutions and resampling each one kind, scans each op its own."""
+    if op in LIBRARY_FAMILY:
+        return LIBRARY_FAMILY[op]
+    if "conv" in op:
+        return "convolution"
+    if op.startswith(("upsample", "_upsample")):
+        return "resampling"
+    return op
+
+
 # A nominal model of the work an op does, in seconds, so that bytes and FLOPs add up (an H200's copy bandwidth
 # and dense peak): only ratios of such times are used, never absolute ones.
 NOMINAL_BYTES_PER_S, NOMINAL_FLOPS_PER_S = 4.3e12, 495e12
@@ -155,17 +181,18 @@ class Work:
     """What torch computed under a `WorkRecorder`: compute ops by name, and their bytes and FLOPs split into
     library ops (GEMMs, convolutions) and everything else, plus the bytes copied from the GPU to the host."""
 
-    __slots__ = ("ops", "library_bytes", "library_flops", "other_bytes", "other_flops", "to_host_bytes", "calls")
+    __slots__ = ("ops", "library_bytes", "library_flops", "other_bytes", "other_flops", "to_host_bytes", "calls", "library")
 
     def __init__(self) -> None:
         self.ops: collections.Counter[str] = collections.Counter()
         self.library_bytes = self.library_flops = self.other_bytes = self.other_flops = self.to_host_bytes = 0
         self.calls = 0
+        self.library: dict[str, list[int]] = {}  # library_family -> [bytes, flops]
 
     def to_json(self) -> dict[str, Any]:
         return {"ops": dict(self.ops), "library_bytes": self.library_bytes, "library_flops": self.library_flops,
                 "other_bytes": self.other_bytes, "other_flops": self.other_flops, "to_host_bytes": self.to_host_bytes,
-                "calls": self.calls}
+                "calls": self.calls, "library": {k: list(v) for k, v in self.library.items()}}
 
 
 def work_seconds(nbytes: float, flops: float) -> float:
@@ -204,6 +231,8 @@ class WorkRecorder(_Recorder):
         if name in NON_COMPUTE_OPS:
             if name in ("_to_copy", "copy_", "copy", "to") and out is not None:
                 self._to_host(args, out)
+            elif name == "_local_scalar_dense" and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
+                work.to_host_bytes += args[0].element_size()  # .item() and kin: one value to the host
             return out
         work.ops[name] += 1
         self._bump()
@@ -213,6 +242,9 @@ class WorkRecorder(_Recorder):
         if name in LIBRARY_OPS:
             work.library_bytes += nbytes
             work.library_flops += flops
+            kind = work.library.setdefault(library_family(name), [0, 0])
+            kind[0] += nbytes
+            kind[1] += flops
         else:
             work.other_bytes += nbytes
             work.other_flops += flops

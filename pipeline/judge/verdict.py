@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.judge import shapes
 from pipeline.judge.draw import Draw
-from pipeline.judge.probes import LIBRARY_OPS, NOMINAL_BYTES_PER_S, work_seconds
+from pipeline.judge.probes import LIBRARY_OPS, NOMINAL_BYTES_PER_S, library_family, work_seconds
 from pipeline.judge.sandbox import JobOutcome
 from pipeline.types import Candidate, Check, EvalResult, Flag, Problem, Status, Timing
 
@@ -42,6 +42,9 @@ PHYSICAL_LIMIT_MARGIN = 0.9
 PEAK_FLOPS = {"H200": {"float32": 495e12, "half": 989e12}, "H100": {"float32": 495e12, "half": 989e12}}
 # torch work a candidate may keep, as a share of the reference's: a scalar, a small reduction of partial results.
 NEGLIGIBLE_WORK = 0.05
+# A candidate may keep at most this multiple of the reference's own work of a kind of library primitive (its GEMM
+# as cuBLAS beside a fused epilogue; a split or a padded layout costs a little more than the reference's call).
+LIBRARY_MARGIN = 1.5
 # What a worker may report as the end of a job that failed: never a pass, nor a mismatch it cannot know of.
 _FAILURE_STATUSES = {"compile_error", "runtime_error", "banned", "infra_error", "timeout"}
 
@@ -61,6 +64,7 @@ class WorkClaim(_Claims):
     other_flops: int = 0
     to_host_bytes: int = 0
     calls: int = 0
+    library: dict[str, list[int]] = Field(default_factory=dict)  # kind of library work -> [bytes, flops]
 
 
 class TensorClaim(_Claims):
@@ -85,6 +89,7 @@ class CallClaim(_Claims):
     refused: str = ""  # a call on inputs of another shape the candidate refused: its exception, one line
     refused_first: str = ""  # it answered, but only when called again: the first call's exception, one line
     shares_outputs_with: str = ""  # the earlier call whose outputs, still held, this call's outputs share memory with
+    spoiled: list[str] = Field(default_factory=list)  # what of earlier calls this call changed: "<call>'s outputs"/"inputs"
 
 
 class TimingClaim(_Claims):
@@ -387,7 +392,10 @@ class CandidateChecks:
         if bad:
             name, idx = next(iter(bad.items()))
             return Check("input_mutation", False, f"call {name} wrote to input(s) {idx}")
-        return Check("input_mutation", True, "inputs unchanged by every call")
+        for name, c in self.calls.items():
+            if inputs := [part for part in c.spoiled if part.endswith("'s inputs")]:
+                return Check("input_mutation", False, f"call {name} changed call {inputs[0]}, which its caller still holds")
+        return Check("input_mutation", True, "inputs unchanged by every call, and by every later one")
 
     def background_threads(self) -> Check:
         leaked = [n for n, c in self.calls.items() if c.threads_after > 0]
@@ -456,7 +464,11 @@ class CandidateChecks:
             name, earlier = shared[0]
             return Check("fresh_outputs", False, f"call {name} handed back memory that call {earlier}'s outputs still hold: a "
                                                  "caller who keeps both answers reads the later one twice")
-        return Check("fresh_outputs", True, "every call's outputs in memory of their own")
+        for name, c in self.calls.items():
+            if outputs := [part for part in c.spoiled if part.endswith("'s outputs")]:
+                return Check("fresh_outputs", False, f"call {name} changed call {outputs[0]} (rewrote, emptied or moved them): "
+                                                     "a caller who kept that answer reads other values")
+        return Check("fresh_outputs", True, "every call's outputs in memory of their own, left as they were by later calls")
 
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
@@ -566,13 +578,15 @@ def delegation_check(reference: dict[str, Any], report: WorkerReport, sizes: dic
     worst: tuple[float, str, str] = (0.0, "", "")
     used: set[str] = set()
     library: set[str] = set()
+    ref_kinds = {kind: work_seconds(*done) for kind, done in ref.library.items()}
     for name, work in calls:
         per = max(work.calls, 1) if name == "timed" else max(1.0, (sizes or {}).get(name, 1.0))
-        other_share = work_seconds(work.other_bytes, work.other_flops) / per / (ref_other if ref_other > 0 else ref_total)
+        beyond, foreign = _library_beyond(work, ref_kinds, per)
+        other_share = (work_seconds(work.other_bytes, work.other_flops) / per + beyond) / (ref_other if ref_other > 0 else ref_total)
         lib_share = 0.0 if library_allowed else work_seconds(work.library_bytes, work.library_flops) / per / ref_total
         ops = set(work.ops)
         used |= ops
-        library |= ops & LIBRARY_OPS
+        library |= (ops & LIBRARY_OPS) - foreign
         if ref_ops and ref_ops <= ops:
             return Check("torch_delegation", False, f"every compute op of the reference still runs in torch ({', '.join(sorted(ref_ops))}), in call {name}: the kernels do not do the job")
         host_share = work.to_host_bytes / per / max(reference.get("min_bytes", 1), 1)
@@ -592,6 +606,18 @@ def delegation_check(reference: dict[str, Any], report: WorkerReport, sizes: dic
     if not used:
         return Check("torch_delegation", True, "no torch compute op used")
     return Check("torch_delegation", True, f"torch compute ops still used: {', '.join(sorted(used))} (at most {share:.1%} of the reference's work){kept}")
+
+
+def _library_beyond(work: WorkClaim, ref_kinds: dict[str, float], per: float) -> tuple[float, set[str]]:
+    """Library work a call does past what the reference gives each kind (nominal seconds per call), and the ops of
+    kinds the reference never calls: both are the candidate's torch compute, not library work it may keep."""
+    beyond, foreign = 0.0, set()
+    for kind, done in work.library.items():
+        allowed = ref_kinds.get(kind, 0.0) * LIBRARY_MARGIN
+        beyond += max(0.0, work_seconds(*done) / per - allowed)
+        if kind not in ref_kinds:
+            foreign |= {op for op in work.ops if op in LIBRARY_OPS and library_family(op) == kind}
+    return beyond, foreign
 
 
 def _close_sums(a: list, b: list | None) -> bool:

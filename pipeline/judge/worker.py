@@ -345,29 +345,77 @@ def written(before: list[torch.Tensor | None], placed: list, inputs: list[Any]) 
 
 
 class HeldOutputs:
-    """The last call's outputs, kept alive through the next call (up to KEEP_ON_DEVICE_BYTES): an answer handed back
-    in memory an earlier answer still holds is rewritten under a caller who keeps both (views of one reused buffer).
-    Kept alive, an honest kernel's fresh outputs can never land there."""
+    """The answers (and the inputs) of the calls before, kept alive through the later calls, newest first, up to
+    KEEP_ON_DEVICE_BYTES in all: a caller keeps both `y1 = m(x1)` and `y2 = m(x2)`, and its x1. An answer handed back
+    in memory an earlier answer still holds (a ring of reused buffers), or a later call that rewrites, empties or
+    moves an earlier answer or an earlier call's inputs, changes what that caller holds. Kept alive, an honest
+    kernel's fresh outputs can never land there."""
 
     def __init__(self) -> None:
-        self.name, self.tensors = "", []
+        self.calls: list[_HeldCall] = []
 
-    def hold(self, name: str, items: list[Any]) -> None:
-        tensors = [t for t in items if type(t) is torch.Tensor]
-        small = tensor_bytes(tensors) <= KEEP_ON_DEVICE_BYTES
-        self.name, self.tensors = (name, tensors) if small else ("", [])
+    def hold(self, name: str, items: list[Any], inputs: list[Any]) -> None:
+        outputs = [t for t in items if type(t) is torch.Tensor]
+        given = [v for v in inputs if type(v) is torch.Tensor and not any(v is o for o in outputs)]
+        call = _HeldCall(name, outputs, given)
+        if call.nbytes > KEEP_ON_DEVICE_BYTES:
+            return
+        self.calls.insert(0, call)
+        total = 0
+        for k, held in enumerate(self.calls):
+            total += held.nbytes
+            if total > KEEP_ON_DEVICE_BYTES:
+                del self.calls[k:]
+                break
 
     def release(self) -> None:
-        self.name, self.tensors = "", []
+        self.calls = []
 
     def shared_by(self, items: list[Any], inputs: list[Any]) -> str:
         """The held call's name if one of `items` lives in memory one of its outputs holds, else ''. An output that is
         one of this call's inputs (a reference that returns its input, called again on the same tensor) is its
         caller's own memory, not a reused answer."""
         own = [_span(v) for v in inputs if isinstance(v, torch.Tensor)]
-        held = [_span(t) for t in self.tensors]
-        return self.name if any(_overlap(_span(t), h) for t in items if type(t) is torch.Tensor
-                                and not any(_overlap(_span(t), o) for o in own) for h in held) else ""
+        fresh = [_span(t) for t in items if type(t) is torch.Tensor]
+        fresh = [f for f in fresh if not any(_overlap(f, o) for o in own)]
+        for held in self.calls:
+            if any(_overlap(f, h) for f in fresh for h in held.output_spans):
+                return held.name
+        return ""
+
+    def spoiled(self) -> list[str]:
+        """What of the held calls a call just made has changed: `<call>'s outputs` or `<call>'s inputs`."""
+        return [f"{held.name}'s {part}" for held in self.calls for part in held.changed()]
+
+
+class _HeldCall:
+    """One earlier call's outputs and inputs, with where each lived and a fingerprint of its bits when it returned."""
+
+    def __init__(self, name: str, outputs: list[torch.Tensor], inputs: list[torch.Tensor]) -> None:
+        self.name, self.outputs, self.inputs = name, outputs, inputs
+        self.output_spans = [_span(t) for t in outputs]
+        self.marks = ([_mark(t) for t in outputs], [_mark(t) for t in inputs])
+        self.nbytes = tensor_bytes(outputs) + tensor_bytes(inputs)
+
+    def changed(self) -> list[str]:
+        now = ([_mark(t) for t in self.outputs], [_mark(t) for t in self.inputs])
+        return [part for part, before, after in zip(("outputs", "inputs"), self.marks, now) if before != after]
+
+
+def _mark(t: torch.Tensor) -> tuple:
+    """Where a tensor lives and a fingerprint of its bits (two wrapping integer sums of its elements' bit patterns)."""
+    flat, first, second = _bits(t.detach()).reshape(-1), 0, 0
+    for i in range(0, flat.numel(), CHUNK):  # chunk by chunk: no int64 copy the size of a GiB answer
+        wide = flat[i : i + CHUNK].to(torch.int64)
+        first, second = first + int(wide.sum()), second + int((wide * (wide >> 3)).sum())
+    return (*where([t]), first, second)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        width = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        return t.contiguous().view(torch.uint8) if t.element_size() not in width else t.contiguous().view(width[t.element_size()])
+    return t.to(torch.int64) if t.dtype == torch.bool else t
 
 
 def _span(t: torch.Tensor) -> tuple[str, int, int]:
@@ -930,7 +978,7 @@ class CandidateRun:
         self.job, self.result = job, result
         self.outputs = job.outputs()
         self.calls: list[dict[str, Any]] = []
-        self.held = HeldOutputs()  # the last call's outputs, alive through the next call
+        self.held = HeldOutputs()  # the earlier calls' outputs and inputs, alive through the later calls
         self.refused_sets: list[str] = []  # inputs of other shapes it refused, asked for again at the end
         self.launches = LaunchCounter(os.path.abspath(job.spec["candidate_path"]))
         self.host = HostProbe()
@@ -1080,6 +1128,9 @@ class CandidateRun:
                 if written(before, placed, inputs):
                     # a refusal leaves the caller's tensors as they were (compared whole with the copy made before)
                     raise JobFailure("banned", f"input_mutation: call {name} wrote to its inputs, then refused them") from None
+                if spoiled := self.held.spoiled():
+                    raise JobFailure("banned", f"input_mutation: call {name} changed {spoiled[0]}, then refused its own") from None
+                self.held.hold(name, [], inputs)  # the caller keeps what it offered: a later call must not touch it
                 raise Refused(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
             status = "compile_error" if is_compile_error(exc) else "runtime_error"
             raise JobFailure(status, f"call {name} {_raised(exc)}", traceback.format_exc())
@@ -1112,11 +1163,12 @@ class CandidateRun:
             "checksum": sums,
             "refused_first": refused_first,
             "shares_outputs_with": self.held.shared_by(items, inputs),
+            "spoiled": self.held.spoiled(),
         }
         self.calls.append(record)
         self.job.send({"type": "call", "record": record})
         keep_subsampled(self.outputs, name, items, self.job.sample(name) if sample else None)
-        self.held.hold(name, items)
+        self.held.hold(name, items, inputs)
         return out
 
     def install_compile_accounting(self) -> None:

@@ -223,6 +223,11 @@ class Store:
         sql = "SELECT * FROM sessions ORDER BY created_at DESC, id"
         return [SessionRecord.from_row(r) for r in self._rows(sql + (f" LIMIT {int(limit)}" if limit else ""))]
 
+    def unstarted_session(self, label: str) -> SessionRecord | None:
+        """The first session with this label that no worker has begun (one made just before its maker was killed)."""
+        row = self._one("SELECT * FROM sessions WHERE label = ? AND status = 'created' ORDER BY created_at, id LIMIT 1", (label,))
+        return SessionRecord.from_row(row) if row else None
+
     def update_session(self, session_id: str, **fields: Any) -> None:
         """Set plain columns (status, stage, error, ...) and JSON ones (outcome, environment, settings)."""
         values: dict[str, Any] = {}

@@ -110,7 +110,7 @@ def test_a_suite_runs_is_killed_with_sigkill_and_resumes_where_it_stopped(tmp_pa
     assert resumed.returncode == 0, stdout + stderr
     done = subprocess.CompletedProcess(resumed.args, resumed.returncode, stdout, stderr)
     after = items(db)
-    assert {name: item["status"] for name, item in after.items()} == dict.fromkeys(before, "done"), after
+    assert {name: item["status"] for name, item in after.items()} == dict.fromkeys(before, "done"), {n: i["story"] for n, i in after.items()}
     assert {name: after[name]["session_id"] for name in first_done} == kept_sessions  # not run again
     if orphan is not None:
         with sqlite3.connect(db) as conn:
@@ -259,3 +259,30 @@ def test_a_resumed_run_with_only_runs_just_those_problems(tmp_path):
     resumed = open_run(store, out, [TINY], discover([TINY], only=["23_Softmax"]), settings, {}, resume=True)
     chosen = Suite(store, resumed, out, settings, chosen={"level1/23_Softmax"}).pending()
     assert [i.problem for i in chosen] == ["level1/23_Softmax"]
+
+
+def test_a_session_made_just_before_the_driver_was_killed_is_taken_up_not_made_again(tmp_path):
+    """A driver killed between making an item's session and recording it on the item leaves a session nobody runs;
+    the resumed driver takes that one up (the store must not keep a session that stays `created` for ever)."""
+    import threading
+
+    from pipeline import api
+    from pipeline.bench.execute import BenchSettings, ItemRunner
+    from pipeline.sessions.backends import BackendSpec
+    from pipeline.stages.method import Budget
+    from pipeline.types import EvalOptions
+
+    store = api.open_store(tmp_path / "egg.sqlite")
+    path = TINY / "level1" / "15_Swish.py"
+    store.create_bench_run("r1", out_dir=str(tmp_path / "out"), dirs=[str(TINY)], args={},
+                           items=[{"problem": "level1/15_Swish", "path": str(path), "level": 1, "ordinal": 0}])
+    settings = BenchSettings(BackendSpec("expert"), "cpu", Budget(seeds=1, rounds=0), EvalOptions(device="cpu"))
+    left = api.create_session(store, problem_path=str(path), backend=settings.backend, review="auto", device="cpu",
+                              budget=settings.budget, options=settings.options, label="bench r1: level1/15_Swish")
+    other = api.create_session(store, problem_path=str(path), backend=settings.backend, review="auto", device="cpu",
+                               budget=settings.budget, options=settings.options, label="bench r0: level1/15_Swish")
+    runner = ItemRunner(store, store.bench_run("r1"), settings, threading.Event())
+    item = store.bench_items("r1")[0]
+    assert runner.session_for(item) == left.id
+    assert store.bench_items("r1")[0].session_id == left.id
+    assert {s.id for s in store.sessions()} == {left.id, other.id}  # none made; another run's session is not taken

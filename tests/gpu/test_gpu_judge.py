@@ -115,3 +115,15 @@ def test_times_rewritten_through_the_frames_are_caught_by_the_judges_own_clock()
         result = judge.evaluate(load_problem(SUITE / SOFTMAX), candidate("gpu_frames_timing.py"))
     assert result.status is Status.BANNED, result.reason
     assert result.reason.startswith(("timing_bracket: reported times far below", "physical_limit: faster than physically possible")), result.reason
+
+
+def test_item_on_the_device_counts_as_bytes_to_the_host():
+    """`.item()` (aten._local_scalar_dense) moves a value off the GPU without a copy op: the third held-out red team
+    moved a whole answer that way, uncounted. Each value is now bytes to the host in the call's work."""
+    from pipeline.judge.probes import Work, WorkRecorder
+
+    x = torch.arange(64, dtype=torch.float32, device="cuda")
+    work = Work()
+    with WorkRecorder(work):
+        values = [x[i].item() for i in range(16)]
+    assert values == list(range(16)) and work.to_host_bytes == 16 * 4

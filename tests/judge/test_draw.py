@@ -66,3 +66,12 @@ def test_two_sets_are_asked_again_drawn_afresh_at_sizes_no_other_set_has():
     # every set it may refuse is asked once more under a name of its own, compared with nothing of the reference's
     assert set(draw.asked_again) == {f"{s['name']}_asked_again" for s in DERIVED}
     assert draw.reference_name("shape_odd_0_asked_again") == "shape_odd_0"
+
+
+def test_the_audit_call_after_other_shapes_takes_outlier_values_where_the_reference_can():
+    """The last call, at the problem's size: a kernel that another shape spoiled only where values are large (red team
+    6's a06: no max subtraction after any other shape) meets outliers there; with no other shape, or no outliers the
+    reference takes, it is the problem's own draw."""
+    assert Draw.new(OPTIONS, ("signed", "scaled", "outliers"), 0, DERIVED, True).audit.get("transform") == "outliers"
+    assert "transform" not in Draw.new(OPTIONS, ("signed", "scaled"), 0, DERIVED, True).audit
+    assert "transform" not in Draw.new(OPTIONS, ("signed", "scaled", "outliers"), 0, (), False).audit

@@ -4,10 +4,11 @@ its input, as its reference does, failed `fresh_outputs` (the repeats call it on
 is the call's own input is the caller's memory; a kernel that answers a shape and then refuses it with fresh values
 at the end (a12) fails; the sets asked again draw their values afresh (with two sets of other shapes, some kinds
 of values never met another shape: a05's class). Caught already: one reused buffer per shape (a13), refusing unseen
-values (a07), refusing then answering at the end (a11). Still open, listed in the README: answers or inputs spoiled
-by a later call (a ring of two buffers, a02, a03, a08, a09), a kernel spoiled once a size is seen twice (a04), the
-problem's shape spoiled after another shape only for outlier values (a06), reuse after an answer over 1 GiB (a10).
-CPU, the Triton interpreter."""
+values (a07), refusing then answering at the end (a11). Fixed in session 23: answers or inputs spoiled by a later
+call (a ring of two buffers a01, a02, a03, a08, a09): the earlier calls' outputs and inputs are held (up to 1 GiB in
+all) and each later call is checked against where they live and the fingerprint of their bits. Still open, listed
+in the README: a kernel spoiled once a size is seen twice (a04), the problem's shape spoiled after another shape only
+for outlier values (a06), reuse after an answer over 1 GiB (a10). CPU, the Triton interpreter."""
 
 from __future__ import annotations
 
@@ -61,3 +62,17 @@ def test_inconsistent_answers_and_reused_buffers_fail(judge, candidate, says):
 def test_refusing_values_never_seen_before_is_caught(judge):
     result = verdict(judge, "a07_refuse_first_sight.py")
     assert not result.ok, result.reason
+
+
+@pytest.mark.parametrize("candidate, status, says", [
+    ("a01_ring2_outputs.py", Status.MISMATCH, "fresh_outputs: call trial_3 handed back memory that call trial_1's outputs still hold"),
+    ("a02_scribble_prev_output.py", Status.MISMATCH, "fresh_outputs: call shape_"),
+    ("a08_detach_held_output.py", Status.MISMATCH, "fresh_outputs: call "),
+    ("a03_damage_prev_inputs.py", Status.BANNED, "input_mutation: call shape_"),
+    ("a09_refusal_damages_on_retry.py", Status.BANNED, "input_mutation: call shape_"),
+])
+def test_a_later_call_that_spoils_what_an_earlier_one_handed_over_fails(judge, candidate, status, says):
+    """A caller keeps `y1 = m(x1)` and x1 while it calls m again: a later call that reuses, rewrites, empties or moves
+    an earlier answer, or writes to the earlier inputs (or to inputs it refused), changes what the caller holds."""
+    result = verdict(judge, candidate)
+    assert result.status is status and result.reason.startswith(says), result.reason

@@ -141,9 +141,23 @@ def test_a_library_primitive_is_the_whole_job_on_a_problem_that_is_nothing_else(
     assert (result.status, result.reason[:60]) == (Status.BANNED, "torch_delegation: every compute op of the reference still ru")
 
 
+def test_a_library_primitive_the_reference_never_calls_is_the_candidates_torch_work(audited):
+    """A row sum written as a GEMM against ones (cuBLAS does the job, Triton copies the answer): `ok` while any
+    library work passed beside a reference's other work; now it counts as torch computing the sum."""
+    result = audited.evaluate(load_problem(TINY / "level1/12_Sum_Dim1.py"),
+                              load_candidate(ROOT / "tests" / "fixtures" / "library_work" / "row_sum_as_gemm.py"))
+    assert result.status is Status.BANNED and result.reason.startswith("torch_delegation: torch computes 1"), result.reason
+
+
 def work(ops: dict[str, int], library_bytes=0, library_flops=0, other_bytes=0, to_host_bytes=0) -> dict:
+    """A call's work as the worker records it; the library bytes and FLOPs are the kind of its one library op."""
+    from pipeline.judge.probes import LIBRARY_OPS, library_family
+
+    kinds = {library_family(op) for op in ops if op in LIBRARY_OPS}
+    assert len(kinds) <= 1
     return {"ops": ops, "library_bytes": library_bytes, "library_flops": library_flops, "other_bytes": other_bytes,
-            "other_flops": 0, "to_host_bytes": to_host_bytes, "calls": 0}
+            "other_flops": 0, "to_host_bytes": to_host_bytes, "calls": 0,
+            "library": {kind: [library_bytes, library_flops] for kind in kinds}}
 
 
 def delegation(reference_work: dict, reference_ops: list[str], call_work: dict):
@@ -170,9 +184,34 @@ def test_delegation_by_work_bans_the_epilogue_in_torch_however_it_is_spelled():
 
 
 def test_delegation_by_work_bans_a_library_call_that_is_the_whole_problem():
-    conv_only = work({"convolution": 1}, library_bytes=6 << 20, library_flops=1024**3)
-    check = delegation(conv_only, ["convolution"], work({"mm": 1}, library_bytes=6 << 20, library_flops=1024**3))
+    linear_only = work({"addmm": 1}, library_bytes=6 << 20, library_flops=1024**3)  # nn.Linear: cuBLAS is the whole job
+    check = delegation(linear_only, ["addmm"], work({"mm": 1}, library_bytes=6 << 20, library_flops=1024**3))
     assert check.passed is False and check.detail.startswith("library primitives (mm) do 100% of the reference's work"), check.detail
+    conv_only = work({"convolution": 1}, library_bytes=6 << 20, library_flops=1024**3)  # and as another kind of primitive
+    check = delegation(conv_only, ["convolution"], work({"mm": 1}, library_bytes=6 << 20, library_flops=1024**3))
+    assert check.passed is False and check.detail.startswith("torch computes 100% of the reference's work outside Triton kernels"), check.detail
+
+
+def test_delegation_by_work_counts_a_kind_of_library_work_the_reference_never_calls():
+    """A row sum as a GEMM against ones, a softmax's denominator as logcumsumexp: library primitives, but not the
+    reference's; their work is the candidate's torch compute (the third held-out red team's fourth class)."""
+    row_sum = work({"sum": 1}, other_bytes=8 << 20)
+    as_gemm = work({"mm": 1}, library_bytes=8 << 20, library_flops=2 * (1 << 21))
+    check = delegation(row_sum, ["sum"], as_gemm)
+    assert check.passed is False and check.detail.startswith("torch computes ") and "(mm)" in check.detail, check.detail
+    softmax = work({"_softmax": 1}, other_bytes=8 << 20)
+    check = delegation(softmax, ["_softmax"], work({"logcumsumexp": 1, "exp": 1}, library_bytes=8 << 20, other_bytes=64 << 10))
+    assert check.passed is False and "logcumsumexp" in check.detail, check.detail
+    scan = work({"cumsum": 1, "mul": 1}, library_bytes=8 << 20, other_bytes=8 << 20)  # the reference's own kind: kept
+    assert delegation(scan, ["cumsum", "mul"], work({"cumsum": 1}, library_bytes=8 << 20)).passed
+
+
+def test_delegation_by_work_allows_no_more_than_the_reference_gives_a_kind():
+    thrice = work({"mm": 3}, library_bytes=18 << 20, library_flops=6 * 1024**3)  # the GEMM, and two more on the side
+    check = delegation(GEMM_GELU, ["gelu", "mm"], thrice)
+    assert check.passed is False and check.detail.startswith("torch computes "), check.detail
+    padded = work({"mm": 1}, library_bytes=7 << 20, library_flops=2 * 1024**3 + (1 << 28))  # a padded layout: a little more
+    assert delegation(GEMM_GELU, ["gelu", "mm"], padded).passed
 
 
 def test_delegation_by_work_forgives_a_negligible_torch_op():

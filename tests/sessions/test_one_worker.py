@@ -210,3 +210,20 @@ def test_an_infrastructure_fault_interrupts_a_session_and_a_dead_end_fails_it():
     assert ending(call_error("auth_error")) == "failed"
     assert ending(ValueError("a script that no longer loads")) == "failed"
     assert ending(KeyboardInterrupt()) == ""
+
+
+def test_a_killed_worker_nobody_reaped_is_not_alive():
+    """A worker killed after its parent died stays a zombie where init reaps nothing: its pid still answers
+    `kill(pid, 0)`, yet nothing runs there, and a resumed driver must not wait on it (nor refuse to take over)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert api.pid_alive(child.pid)
+        child.kill()
+        deadline = time.monotonic() + 30
+        while api.pid_alive(child.pid) and time.monotonic() < deadline:  # the kill lands: a zombie, not yet reaped
+            time.sleep(0.05)
+        assert not api.pid_alive(child.pid)
+        os.kill(child.pid, 0)  # the pid is still there: the test saw a zombie, not a reaped process
+    finally:
+        child.wait()
+    assert not api.pid_alive(child.pid)
