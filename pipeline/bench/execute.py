@@ -140,7 +140,8 @@ def judge_ending(store: Store, session_id: str, code: int | None, why: str, dead
     if record.status == "done":
         return Ended("done", record.outcome.get("headline", ""))
     if why == "stopped":
-        return Ended("interrupted", f"stopped by the person at {record.stage or 'the start'}; --resume goes on from the store")
+        at = f"during stage {record.stage}" if record.stage else f"before its first stage ended ({_last_event(store, session_id)})"
+        return Ended("interrupted", f"stopped by an interrupt (Ctrl-C or SIGINT) {at}; --resume goes on from the store")
     if why == "deadline":
         return Ended("hang", f"no result within {deadline_s:.0f} s (killed); {_last_event(store, session_id)}")
     if record.status == "failed":

@@ -230,6 +230,9 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_cut_problem(tmp_path):
     assert "stopped: everything finished is kept" in stderr and "--resume" in stderr
     cut = items(db)["level1/15_Swish"]
     assert cut["status"] == "interrupted" and cut["session_id"]
+    # where it was cut, in words that hold after any time (a session cut at 98 s once read "stopped ... at the start")
+    assert cut["story"].startswith("stopped by an interrupt (Ctrl-C or SIGINT) during stage ") or \
+        cut["story"].startswith("stopped by an interrupt (Ctrl-C or SIGINT) before its first stage ended ("), cut["story"]
     with sqlite3.connect(db) as conn:  # its worker is gone: nothing runs the session any more
         pid = conn.execute("SELECT worker_pid FROM sessions WHERE id = ?", (cut["session_id"],)).fetchone()[0]
     assert pid is None or not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
