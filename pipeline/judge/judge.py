@@ -53,6 +53,7 @@ REFERENCE_AHEAD_BYTES = {"cuda": 16 << 30, "cpu": 2 << 30}
 AHEAD_SHARE_OF_DEVICE = 8
 # Candidate outputs that came before the reference's wait on the GPU up to this many bytes (or one set), else on the host.
 WAITING_ON_DEVICE_BYTES = 1 << 30
+DISPUTE_BYTES = 1 << 30  # candidate and reference outputs kept for the float64 referee, at most
 FIRST_TRIAL = "trial_1"  # the set whose recorded outputs size every set's (pipeline.judge.draw names it so)
 
 
@@ -383,6 +384,9 @@ class Comparer:
         self.refused: set[str] = set()  # calls on inputs of other shapes the candidate refused: nothing to compare
         self.not_owed: dict[str, str] = {}  # sets of other shapes the reference refused with this draw, and why
         self.on_release: Callable[[], None] = lambda: None  # a checked set's reference output was let go
+        # calls whose fp32 outputs missed on tolerance alone, with the reference's, for the float64 referee
+        self.disputed: dict[str, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        self.refereed: dict[str, str] = {}  # the calls the referee settled, and how
         self.trial_clock: list[float] = []
         self._lock = threading.Lock()
 
@@ -492,6 +496,8 @@ class Comparer:
                 refs = [compare.subsample(r, self.draw.sample(call)) for r in refs]
         outs = self.candidate.pop(call)
         self.results[call] = compare.compare_outputs(call, outs, refs, degenerate=self.degeneracy.degenerate, device=self.device)
+        if self._disputable(call) and _bytes(outs) + _bytes(refs) <= DISPUTE_BYTES - self._disputed_bytes():
+            self.disputed[call] = (outs, refs)
         del outs, refs
         if call.startswith("repeat_"):
             self._repeats_left -= 1
@@ -506,6 +512,42 @@ class Comparer:
         if not first or call == name or self._repeats_left <= 0:
             if self.reference.pop(name, None) is not None and name in {s["name"] for s in self.draw.checked}:
                 self.on_release()
+
+    def _disputable(self, call: str) -> bool:
+        """A miss the float64 referee may settle: fp32 values outside the tolerance, on a set the reference can compute
+        again (the checked sets and the audit call; not repeats or timed trials), on a problem that is not degenerate."""
+        if self.degeneracy.degenerate or not compare.disputable(self.results[call]):
+            return False
+        return call == self.draw.audit["name"] or self.draw.reference_name(call) in {s["name"] for s in self.draw.checked}
+
+    def _disputed_bytes(self) -> int:
+        return sum(_bytes(outs) + _bytes(refs) for outs, refs in self.disputed.values())
+
+    def referee_sets(self) -> list[dict[str, Any]]:
+        """The sets the referee computes in float64: each disputed call's own (the audit call's with its subsample)."""
+        names = {self.draw.reference_name(call) for call in self.disputed}
+        return [s for s in self.draw.reference_sets() if s["name"] in names]
+
+    def check_referee(self, call: str, specs: list[tuple[torch.dtype, tuple[int, ...]]]) -> str:
+        """The referee's outputs: float64, so twice the bytes the reference recorded for that set."""
+        if call not in {s["name"] for s in self.referee_sets()}:
+            return f"the float64 reference handed over outputs of {call!r}, a set it was not asked for"
+        halved = [(torch.float32 if d == torch.float64 else d, s) for d, s in specs]
+        return self.check_reference(call, halved)
+
+    def referee_outputs(self, name: str, tensors: list[torch.Tensor]) -> None:
+        """The float64 reference's outputs of a set: each disputed call on it passes if the referee says so."""
+        with self._lock:
+            for call in [c for c in self.disputed if self.draw.reference_name(c) == name or c == name]:
+                outs, refs = self.disputed.pop(call)
+                passed, detail = compare.referee(outs, refs, [t.to(self.device) for t in tensors], device=self.device)
+                if passed:
+                    old = self.results[call]
+                    self.results[call] = dataclasses.replace(old, passed=True, detail=detail)
+                    self.refereed[call] = f"{old.detail.split(';')[0]} against the fp32 reference, but {detail}"
+                else:
+                    self.refereed[call] = ""
+                    self.results[call] = dataclasses.replace(self.results[call], detail=f"{self.results[call].detail}; float64 referee: {detail}")
 
     def _repeats_to_come(self) -> list[str]:
         return [c for c in self.draw.offsets if c.startswith("repeat_") and c not in self.results]
@@ -637,8 +679,11 @@ class Evaluation:
             jobs.clear()
             comparer.finish()
             self._lap("candidate")
+            referee_note = self._referee(comparer, reference, job_limits) if comparer.disputed else ""
             verdict = Verdict(judge, self.problem, self.candidate, reference, audit.check, draw, comparer, checksums)
             result = verdict.judge_outcome(outcome, self._lap)
+            if referee_note and (result.ok or referee_note.startswith("the float64 referee could not run")):
+                result = dataclasses.replace(result, flags=(*result.flags, Flag("fp32_refereed", referee_note)))
         except BaseException:
             for running in jobs:
                 running.kill()
@@ -648,6 +693,33 @@ class Evaluation:
             self.phases.update({f"reference_worker_{k}": v for k, v in reference.worker_phase_s.items()})
         self.phases.update(_worker_phases(result.phase_s))
         return dataclasses.replace(result, judge_phase_s=self.phases, reference_source=reference.source, input_seeds=draw.seeds())
+
+    def _referee(self, comparer: Comparer, reference: Reference, job_limits: limits.Limits | None) -> str:
+        """The float64 referee (pipeline.judge.compare.referee): the reference computes each set whose fp32 comparison
+        missed on tolerance alone once more in float64, and the candidate passes there if it is as close to that
+        truth as the fp32 reference is. What it settled, for the verdict's flag ('' when nothing)."""
+        judge, sets = self.judge, comparer.referee_sets()
+        spec = {"kind": "reference", "mode": "outputs", "float64": True, "problem_path": self.problem.path,
+                "options": _worker_options(judge.options), "sets": sets, "checked": len(sets), "ahead": len(sets)}
+        handlers = Handlers(check=comparer.check_referee, outputs=comparer.referee_outputs)
+        job = judge.pool.start(spec, judge.pool.new_workdir("referee"), compile_timeout_s=judge.reference_timeout_s,
+                               run_timeout_s=judge.reference_timeout_s, read_only=(self.problem.path,),
+                               cache_key=f"reference-{self.problem.fingerprint[:16]}", handlers=handlers, job_limits=job_limits)
+        try:
+            outcome = job.wait()
+            judge._reference_result(outcome)
+        except ReferenceError as error:
+            comparer.disputed.clear()
+            self._lap("referee")
+            return f"the float64 referee could not run ({error}): the fp32 comparison stands"
+        comparer.disputed.clear()
+        self._lap("referee")
+        settled = {call: how for call, how in comparer.refereed.items() if how}
+        if not settled:
+            return ""
+        call, how = next(iter(settled.items()))
+        more = f" (and {len(settled) - 1} more call(s))" if len(settled) > 1 else ""
+        return f"call {call}: {how}{more}: a long fp32 sum's own rounding, not the kernel"
 
     @staticmethod
     def _wait_reference(ref_job: Job, job: Job, checked: int) -> JobOutcome:

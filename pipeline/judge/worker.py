@@ -511,6 +511,9 @@ class ReferenceRun:
         init = problem.get_init_inputs()
         torch.manual_seed(job.options["seed"])
         model = problem.Model(*init).to(job.device)
+        wide = bool(spec.get("float64")) and not full  # the float64 referee: the same weights and inputs, widened
+        if wide:
+            model = model.double()
         job.phase("reference")
         started = time.monotonic()
         self.result["structure"], self.result["checksums"] = {}, {}
@@ -521,6 +524,8 @@ class ReferenceRun:
                 job.receive("next", f"the reference's set {input_set['name']}")
             inputs = make_inputs(problem.get_inputs, input_set, job.device)
             self.result["checksums"][input_set["name"]] = checksum(inputs)
+            if wide:
+                inputs = [v.double() if isinstance(v, torch.Tensor) and v.dtype == torch.float32 else v for v in inputs]
             recorder = WorkRecorder(work) if full and k == 0 else None
             with torch.no_grad():
                 if recorder is not None:
