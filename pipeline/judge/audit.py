@@ -15,7 +15,8 @@ import ast
 import builtins
 import codecs
 import functools
-import re
+import io
+import tokenize
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -134,7 +135,10 @@ _USE_RULES = (
     ("monkey_patch", "patches objects at run time", ("unittest.mock",)),
     ("dynamic_code", "runs code built or loaded at run time",
      ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.breakpoint", "types.FunctionType",
-      "types.CodeType", "importlib.util", "importlib.machinery", "importlib.reload", "runpy")),
+      "types.CodeType", "importlib.util", "importlib.machinery", "importlib.reload", "runpy",
+      # string annotations are evaluated as code (session 23's held-out red team: numpy reached through one)
+      "typing.get_type_hints", "typing.ForwardRef", "typing._eval_type", "typing.evaluate_forward_ref",
+      "typing._type_check", "annotationlib")),
     ("dynamic_code", "touches files, which a kernel has no reason to do", _FILE_APIS),
     ("dynamic_code", "reaches other machines or local servers", _NETWORK_APIS),
     ("dynamic_code", "starts, signals or ends processes",
@@ -243,12 +247,12 @@ _OS_ALLOWED = frozenset({
     "os.path.splitext", "os.path.sep", "os.name", "os.linesep",
 })
 _BUILTINS_BANNED = frozenset({"builtins.help", "builtins.license", "builtins.credits", "builtins.copyright"})
-# PEP 263's coding declaration, as Python's tokenizer reads it on the first two lines.
-_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 # Inside a @triton.jit body (issue 41): what may be called and read. Triton compiles these bodies from its language
 # alone, but its interpreter (TRITON_INTERPRET=1, the CPU) runs them as Python, where `x.handle.data` is a numpy
 # array and numpy does the work: so the body is held to what Triton would compile. The builtins its code generator
 # knows; Triton's constexpr helpers; and on values, the public members of tl.tensor, tl.dtype and tl.constexpr.
+_NAMESPACE_READS = frozenset({"get", "items", "values", "keys", "pop", "setdefault", "copy", "popitem", "__getitem__"})
+_JIT_DECORATORS = ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
 _JIT_BUILTINS = frozenset({"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr", "print", "min", "max"})
 _JIT_PATHS = ("triton.language", "triton.cdiv", "triton.next_power_of_2", "triton.jit", "triton.constexpr")
 _JIT_MEMBERS = frozenset({
@@ -284,19 +288,16 @@ def audit_source(source: str, *, reference_dtypes: frozenset[str] = frozenset())
 
 def _encoding_findings(source: str) -> Iterator[Finding]:
     """A coding declaration other than UTF-8: Python decodes the file with it when it imports it, so the code that
-    runs is not the text read here (`# coding: utf-7` turns a comment's `+AAo-` runs into lines of code)."""
-    for number, line in enumerate(source.splitlines()[:2], start=1):
-        if match := _CODING.match(line):
-            try:
-                name = codecs.lookup(match.group(1)).name
-            except LookupError:
-                name = match.group(1)
-            if name != "utf-8":
-                yield Finding("dynamic_code", f"declares the source encoding {match.group(1)}: Python would run other code "
-                              "than the text the judge reads; a kernel file is UTF-8", number)
-            return
-        if line.strip() and not line.lstrip().startswith("#"):  # PEP 263: only a comment line may come before it
-            return
+    runs is not the text read here (`# coding: utf-7` turns a comment's `+AAo-` runs into lines of code). Read by
+    Python's own tokenizer (tokenize.detect_encoding): what counts as the first two lines is its business."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source.encode("utf-8", "surrogatepass")).readline)
+    except SyntaxError as error:  # an unknown codec, or a declaration that disagrees with a BOM
+        yield Finding("dynamic_code", f"declares a source encoding Python cannot use as UTF-8 ({error}): a kernel file is UTF-8", 1)
+        return
+    if codecs.lookup(encoding).name not in ("utf-8", "utf-8-sig"):
+        yield Finding("dynamic_code", f"declares the source encoding {encoding}: Python would run other code than the text the "
+                      "judge reads; a kernel file is UTF-8", 1)
 
 
 def audit_file(path: str | Path, *, reference_dtypes: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
@@ -683,16 +684,25 @@ class _Auditor(ast.NodeVisitor):
     # scopes and definitions
 
     def visit_Module(self, node: ast.Module) -> None:
-        self._jitted = {f.name for f in node.body if isinstance(f, ast.FunctionDef) and self._is_jit(f)}
+        # jitted by a decorator, or by a call anywhere (`kernel = triton.jit(body)`): both bodies are Triton's
+        by_call = {a.id for n in ast.walk(node) if isinstance(n, ast.Call) and self.resolve(n.func) in _JIT_DECORATORS
+                   for a in n.args[:1] if isinstance(a, ast.Name)}
+        self._jitted = {f.name for f in node.body if isinstance(f, ast.FunctionDef) and (self._is_jit(f) or f.name in by_call)}
+        for stmt in node.body:  # `activation = _swish`: a module-level alias of a jitted function is one
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in self._jitted:
+                self._jitted |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
         self.generic_visit(node)
 
     def _is_jit(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        return any(self.resolve(d.func if isinstance(d, ast.Call) else d) in ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
-                   for d in node.decorator_list)
+        return any(self.resolve(d.func if isinstance(d, ast.Call) else d) in _JIT_DECORATORS for d in node.decorator_list)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if self._is_jit(node):
+        if node.name in getattr(self, "_jitted", ()) or self._is_jit(node):
             self._check_jit_body(node)
+        for decorator in node.decorator_list:  # a lambda as the decorator itself (a heuristic's lambda argument is fine)
+            if isinstance(decorator, ast.Lambda) or (isinstance(decorator, ast.Call) and any(isinstance(n, ast.Lambda) for n in ast.walk(decorator.func))):
+                self.add("dynamic_code", f"decorates {node.name} with a lambda: what it makes of the function (a Triton "
+                         "kernel, or anything) is not what the audit reads", decorator)
         self._check_text(node.name, node)
         name = node.name
         if name.startswith("__") and name.endswith("__") and name not in _DUNDER_DEFINITIONS | _TORCH_HOOKS:
@@ -711,7 +721,7 @@ class _Auditor(ast.NodeVisitor):
         """A @triton.jit body calls Triton's language, its builtins and the file's other jitted functions, and reads
         only the members Triton's values have (see _JIT_MEMBERS)."""
         local = self._local | _function_locals(func)
-        assigned = local - {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        assigned = local  # its own names, parameters too: a jitted function handed in as a constexpr is called so
         called = {id(n.func) for n in ast.walk(func) if isinstance(n, ast.Call)}
         for node in (n for stmt in func.body for n in ast.walk(stmt)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -864,7 +874,12 @@ class _Auditor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_attribute_name(self, attr: str, node: ast.AST) -> None:
-        if attr in _FRAME_ATTRIBUTES:
+        if attr == "mro":  # the classes behind a value: torch.Tensor's bases hold its methods before the judge's probes
+            self.add("introspection", "reads .mro: it reaches the classes behind the ones the candidate was given", node)
+        elif attr == "handle":  # wherever the value came from: a kernel made by any route, or a helper handed a block
+            self.add("introspection", "reads .handle: the IR or, on the CPU interpreter, the numpy array behind a Triton "
+                     "block, which no kernel needs", node)
+        elif attr in _FRAME_ATTRIBUTES:
             self.add("introspection", f"reads .{attr}: it reaches frames and code, and through them the judge's state", node)
         elif attr.startswith("__") and attr.endswith("__") and attr not in _DUNDER_READS | _TORCH_HOOKS and (
                 attr not in _DUNDER_TARGETS or isinstance(getattr(node, "ctx", None), ast.Load)):
@@ -883,6 +898,12 @@ class _Auditor(ast.NodeVisitor):
                 base in (_NAMESPACE, "sys.modules", "builtins") or base.endswith(".__dict__")):
             self.add("introspection", "looks a name up in a namespace by a key built at run time (`vars(torch)[\"s\" + \"ys\"]`): "
                      "no reader can tell what it reaches", node)
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        # `case {"sys": s}` on vars(torch) looks a name up in a namespace where no Subscript shows it (session 23's
+        # held-out red team); a kernel file needs no mapping patterns
+        self.add("introspection", "matches a mapping pattern: it looks keys up where the audit cannot follow", node)
         self.generic_visit(node)
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
@@ -969,6 +990,8 @@ class _Auditor(ast.NodeVisitor):
                       "os.environ.copy", "os.environ.__init__"):
             self._check_environment_key(None, node)
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if method in _NAMESPACE_READS and (base := self.resolve(node.func.value)) and (base in (_NAMESPACE, "builtins") or base.endswith(".__dict__")):
+            self.add("introspection", f"reads a module's namespace with .{method}() (`vars(torch).get(\"sys\")`): no reader can tell what it reaches", node)
         if func == "builtins.super" and node.args and self.resolve(node.args[0]) in _TENSOR_CLASSES:
             self.add("delegation", "calls super(torch.Tensor, ...): the tensor's own methods past the judge's probes "
                      "(its values to the host unseen)", node)
@@ -1000,6 +1023,8 @@ class _Auditor(ast.NodeVisitor):
         name = _const_str(node.args[1])
         if name is not None:
             self._check_attribute_name(name, node)
+            if name in _HOST_METHODS:  # getattr(torch.Tensor.mro()[1], "numpy"): the method, spelled as a string
+                self.add("delegation", f"reaches .{name} by getattr: it computes on the host, outside Triton and out of the judge's sight", node)
         else:
             self.add("dynamic_code", f"calls {func.removeprefix('builtins.')} with a name computed at run time", node)
 

@@ -593,15 +593,24 @@ def test_a_class_pattern_is_refused(pattern):
     assert [f.rule for f in found] == ["introspection"] and found[0].line == 5, found
 
 
-def test_match_without_class_patterns_is_fine():
+def test_a_mapping_pattern_is_refused():
+    found = audit("""
+        import torch
+        def pick(namespace):
+            match namespace:
+                case {"block": block}:
+                    return block
+        """)
+    assert [f.rule for f in found] == ["introspection"] and "mapping pattern" in found[0].message, found
+
+
+def test_match_without_class_or_mapping_patterns_is_fine():
     assert rules("""
         import torch
         def pick(mode, shape):
             match mode:
                 case "sum" | "mean":
                     return 1
-                case {"block": block}:
-                    return block
             match shape:
                 case [rows, cols]:
                     return rows * cols
@@ -637,7 +646,6 @@ def test_the_interpreter_cheat_through_a_blocks_numpy_array_is_caught_as_the_jud
     ("x = tl.load(x_ptr)\ntl.store(out_ptr, torch.exp(x))\n", ("delegation", "uses torch.exp")),
     ("x = tl.load(x_ptr)\ntl.store(out_ptr, host_helper(x))\n", ("delegation", "calls host_helper")),
     ("x = tl.load(x_ptr)\ntl.store(out_ptr, (lambda v: v)(x))\n", ("delegation", "defines a function or class")),
-    ("x = tl.load(x_ptr)\ntl.store(out_ptr, n(x))\n", ("delegation", "calls n")),  # a parameter: the host passes any callable
     ("x = tl.load(x_ptr)\ntl.store(out_ptr, x.__array__())\n", ("introspection", "reads .__array__")),
 ])
 def test_a_jit_body_reaching_outside_triton_is_caught(body, expected):
@@ -674,3 +682,10 @@ def test_honest_jit_bodies_are_left_alone():
             tl.store(out_ptr + offs, (acc + total + wide).to(out_ptr.dtype.element_ty), mask=mask)
         """
     assert jit_rules(body, prelude) == []
+
+
+@pytest.mark.parametrize("source", ["#\x0c\n\x0c# coding: utf-7\nimport torch\n", "# x\x0c# coding: utf-7\nimport torch\n"])
+def test_a_declaration_is_found_where_pythons_tokenizer_finds_it(source):
+    """A form feed is a line break to str.splitlines, not to Python's tokenizer: the declaration is read by the
+    tokenizer's own rule (a held-out red team of session 23 hid utf-7 behind one)."""
+    assert "dynamic_code" in {f.rule for f in audit_source(source)}
