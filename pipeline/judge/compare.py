@@ -209,6 +209,7 @@ def compare_outputs(name: str, outs: list[torch.Tensor], refs: list[torch.Tensor
 # random in sign: the reference is near the truth by chance at some elements, where an honest kernel is not). A
 # kernel that drops precision (TF32, half) misses by far more and still fails.
 REFEREE_FACTOR = 2.0
+REFEREE_SCALE = 1e-2  # a miss larger than this share of the output's largest value is no rounding: not refereed
 TYPICAL_SAMPLE = 1 << 20  # elements the reference's typical own error is taken over (a strided sample of larger ones)
 DISPUTED = "elements outside atol=rtol=0.0001"  # an fp32 comparison that missed on tolerance alone (no NaN/Inf, shapes)
 

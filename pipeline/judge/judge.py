@@ -496,7 +496,7 @@ class Comparer:
                 refs = [compare.subsample(r, self.draw.sample(call)) for r in refs]
         outs = self.candidate.pop(call)
         self.results[call] = compare.compare_outputs(call, outs, refs, degenerate=self.degeneracy.degenerate, device=self.device)
-        if self._disputable(call) and _bytes(outs) + _bytes(refs) <= DISPUTE_BYTES - self._disputed_bytes():
+        if self._disputable(call, refs) and _bytes(outs) + _bytes(refs) <= DISPUTE_BYTES - self._disputed_bytes():
             self.disputed[call] = (outs, refs)
         del outs, refs
         if call.startswith("repeat_"):
@@ -513,10 +513,16 @@ class Comparer:
             if self.reference.pop(name, None) is not None and name in {s["name"] for s in self.draw.checked}:
                 self.on_release()
 
-    def _disputable(self, call: str) -> bool:
-        """A miss the float64 referee may settle: fp32 values outside the tolerance, on a set the reference can compute
-        again (the checked sets and the audit call; not repeats or timed trials), on a problem that is not degenerate."""
-        if self.degeneracy.degenerate or not compare.disputable(self.results[call]):
+    def _disputable(self, call: str, refs: list[torch.Tensor]) -> bool:
+        """A miss the float64 referee may settle: fp32 values outside the tolerance by no more than rounding can
+        explain (compare.REFEREE_SCALE of the output's scale: a wrong formula misses by the values themselves), on a
+        set the reference can compute again (the checked sets and the audit call; not repeats or timed trials), on a
+        problem that is not degenerate."""
+        result = self.results[call]
+        if self.degeneracy.degenerate or not compare.disputable(result):
+            return False
+        scale = max((float(r.abs().max()) for r in refs if r.is_floating_point() and r.numel()), default=0.0)
+        if (result.max_abs_err or 0.0) > compare.REFEREE_SCALE * scale:
             return False
         return call == self.draw.audit["name"] or self.draw.reference_name(call) in {s["name"] for s in self.draw.checked}
 
