@@ -247,11 +247,12 @@ _OS_ALLOWED = frozenset({
     "os.path.splitext", "os.path.sep", "os.name", "os.linesep",
 })
 _BUILTINS_BANNED = frozenset({"builtins.help", "builtins.license", "builtins.credits", "builtins.copyright"})
+# Methods that read a module's namespace (`vars(torch).get("sys")`): a name looked up where no alias rule follows.
+_NAMESPACE_READS = frozenset({"get", "items", "values", "keys", "pop", "setdefault", "copy", "popitem", "__getitem__"})
 # Inside a @triton.jit body (issue 41): what may be called and read. Triton compiles these bodies from its language
 # alone, but its interpreter (TRITON_INTERPRET=1, the CPU) runs them as Python, where `x.handle.data` is a numpy
 # array and numpy does the work: so the body is held to what Triton would compile. The builtins its code generator
 # knows; Triton's constexpr helpers; and on values, the public members of tl.tensor, tl.dtype and tl.constexpr.
-_NAMESPACE_READS = frozenset({"get", "items", "values", "keys", "pop", "setdefault", "copy", "popitem", "__getitem__"})
 _JIT_DECORATORS = ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
 _JIT_BUILTINS = frozenset({"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr", "print", "min", "max"})
 _JIT_PATHS = ("triton.language", "triton.cdiv", "triton.next_power_of_2", "triton.jit", "triton.constexpr")
@@ -674,6 +675,7 @@ class _Auditor(ast.NodeVisitor):
         self._tensor_classes: set[str] = set()
         self._called: set[int] = set()  # ids of expressions that are called (getattr(...) is a call, `g = getattr` is not)
         self._helper_caches: set[int] = set()  # ids of cache decorators on pure helpers (pipeline/judge: allowed)
+        self._jitted: set[str] = set()  # the module's jitted functions (visit_Module fills it)
 
     def add(self, rule: str, message: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule, message, getattr(node, "lineno", 0)))
@@ -697,7 +699,7 @@ class _Auditor(ast.NodeVisitor):
         return any(self.resolve(d.func if isinstance(d, ast.Call) else d) in _JIT_DECORATORS for d in node.decorator_list)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if node.name in getattr(self, "_jitted", ()) or self._is_jit(node):
+        if node.name in self._jitted or self._is_jit(node):
             self._check_jit_body(node)
         for decorator in node.decorator_list:  # a lambda as the decorator itself (a heuristic's lambda argument is fine)
             if isinstance(decorator, ast.Lambda) or (isinstance(decorator, ast.Call) and any(isinstance(n, ast.Lambda) for n in ast.walk(decorator.func))):
@@ -720,15 +722,14 @@ class _Auditor(ast.NodeVisitor):
     def _check_jit_body(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """A @triton.jit body calls Triton's language, its builtins and the file's other jitted functions, and reads
         only the members Triton's values have (see _JIT_MEMBERS)."""
-        local = self._local | _function_locals(func)
-        assigned = local  # its own names, parameters too: a jitted function handed in as a constexpr is called so
+        local = self._local | _function_locals(func)  # its names, parameters too (a jitted function passed in)
         called = {id(n.func) for n in ast.walk(func) if isinstance(n, ast.Call)}
         for node in (n for stmt in func.body for n in ast.walk(stmt)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 self.add("delegation", "defines a function or class inside a @triton.jit body: Triton compiles none; "
                          "its interpreter runs any Python", node)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if id(node) in called and not (node.id in self._jitted | assigned or self._jit_path(node, local)):
+                if id(node) in called and not (node.id in self._jitted | local or self._jit_path(node, local)):
                     self.add("delegation", f"calls {node.id} inside a @triton.jit body: only Triton's language, its builtins "
                              "and the file's jitted functions run there (its CPU interpreter would run any Python)", node)
                 elif (path := self.symbols.resolve(node, local)) and not self._jit_path(node, local):
