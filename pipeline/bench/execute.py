@@ -32,9 +32,11 @@ from pipeline.stages.method import Budget
 from pipeline.store import Store, now_text
 from pipeline.store.records import BenchItemRecord, BenchRunRecord
 from pipeline.types import EvalOptions
+from pipeline.worker import EXIT_CLAIMED
 
 POLL_S = 0.5
 STOP_GRACE_S = 10.0  # after SIGINT, a worker has this long to stop before SIGKILL
+MAX_CLAIM_TRIES = 5  # our worker found another live one holding the session this many times: its exit stands
 DEFAULT_TIMEOUT_S = 3600.0  # no wall budget: a problem whose worker runs past an hour is a hang
 
 
@@ -204,27 +206,38 @@ class ItemRunner:
         if isinstance(found, Ended):
             return self.finish(item, found, started)
         item = dataclasses.replace(item, session_id=found)
-        record = self.store.session(found)
+        log = Path(self.store.session(found).work_dir) / "worker.log"
+        code, why = self._run_session(found, slot, log, started)
+        return self.finish(item, judge_ending(self.store, found, code, why, self.settings.deadline_s, log), started)
+
+    def _run_session(self, found: str, slot: str, log: Path, started: float) -> tuple[int | None, str]:
+        """Run the session to its end: a worker that outlived a killed driver is waited for, and one that claims the
+        session between our look and our own worker's start (our worker exits with EXIT_CLAIMED) is waited for too."""
         deadline = self.settings.deadline_s
-        log = Path(record.work_dir) / "worker.log"
         code, why = None, ""
-        if not record.finished and api.worker_alive(record):
-            self.store.add_event(found, "info", f"egg bench: this session's worker (pid {record.worker_pid}) outlived its bench driver; waiting for it")
-            why = _wait_for_orphan(self.store, found, self.stop, deadline)
-            if why == "deadline":
-                _kill_pid(record.worker_pid)
+        for _ in range(MAX_CLAIM_TRIES):
+            left = deadline - (time.monotonic() - started)
             record = self.store.session(found)
-            if not why and not record.finished:  # it died (or went silent) before the end: run it again from the store
-                self.store.add_event(found, "info", "egg bench: the outliving worker ended before the session did; running it again from the store")
-        if record.finished:
-            code, why = (0 if record.status == "done" else 1), ""
-        elif not why:
+            if not record.finished and api.worker_alive(record):
+                self.store.add_event(found, "info", f"egg bench: this session's worker (pid {record.worker_pid}) outlived its bench driver; waiting for it")
+                why = _wait_for_orphan(self.store, found, self.stop, left)
+                if why == "deadline":
+                    _kill_pid(record.worker_pid)
+                record = self.store.session(found)
+                if not why and not record.finished:  # it died (or went silent) before the end: run it again from the store
+                    self.store.add_event(found, "info", "egg bench: the outliving worker ended before the session did; running it again from the store")
+            if record.finished:
+                return (0 if record.status == "done" else 1), ""
+            if why:
+                return None, why
             if record.status == "failed":  # a retry of a run that was stopped while failing: start it from the store
                 api.reopen(self.store, found)
             self.store.add_event(found, "worker", f"egg bench {self.run.id} runs this session on slot {slot}")
             gpu = slot if self.settings.device == "cuda" else None
-            code, why = run_worker(self.store.path, found, gpu, self.settings.backend, deadline, self.stop, log)
-        return self.finish(item, judge_ending(self.store, found, code, why, deadline, log), started)
+            code, why = run_worker(self.store.path, found, gpu, self.settings.backend, left, self.stop, log)
+            if code != EXIT_CLAIMED:
+                return code, why
+        return code, why
 
     def finish(self, item: BenchItemRecord, ended: Ended, started: float) -> BenchItemRecord:
         wall = round(time.monotonic() - started, 1)
