@@ -5,7 +5,7 @@ reference at atol = rtol = 1e-4. This script measures, against the same product 
 reference's own error and a candidate's (the K axis cut into slices summed in turn, as egg's exact split-K plan
 does), counts the elements the judge's plain comparison fails, and asks the judge's float64 referee
 (pipeline.judge.compare.referee: within the tolerance of the truth plus twice the reference's own error there, or
-its typical own error where that is larger) whether it passes.
+its typical own error around that element where that is larger) whether it passes.
 
     python bench/fp32_noise.py [--k 524288] [--m 64] [--slices 64] [--device cpu]
 """

@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import re
+import secrets
 import signal
 import sys
 import threading
@@ -353,12 +354,15 @@ class HeldOutputs:
 
     def __init__(self) -> None:
         self.calls: list[_HeldCall] = []
+        self.key = secrets.randbits(62)  # the fingerprints' weights: a candidate cannot pick changes that keep them
 
     def hold(self, name: str, items: list[Any], inputs: list[Any]) -> None:
         outputs = [t for t in items if type(t) is torch.Tensor]
         given = [v for v in inputs if type(v) is torch.Tensor and not any(v is o for o in outputs)]
-        call = _HeldCall(name, outputs, given)
-        if call.nbytes > KEEP_ON_DEVICE_BYTES:
+        call = _HeldCall(name, outputs, given, self.key)
+        if call.nbytes > KEEP_ON_DEVICE_BYTES:  # a caller keeps its last answer whatever its size: held alone if it fits
+            if _room_for(call.nbytes, outputs + given):
+                self.calls = [call]
             return
         self.calls.insert(0, call)
         total = 0
@@ -391,24 +395,58 @@ class HeldOutputs:
 class _HeldCall:
     """One earlier call's outputs and inputs, with where each lived and a fingerprint of its bits when it returned."""
 
-    def __init__(self, name: str, outputs: list[torch.Tensor], inputs: list[torch.Tensor]) -> None:
-        self.name, self.outputs, self.inputs = name, outputs, inputs
+    def __init__(self, name: str, outputs: list[torch.Tensor], inputs: list[torch.Tensor], key: int) -> None:
+        self.name, self.outputs, self.inputs, self.key = name, outputs, inputs, key
         self.output_spans = [_span(t) for t in outputs]
-        self.marks = ([_mark(t) for t in outputs], [_mark(t) for t in inputs])
-        self.nbytes = tensor_bytes(outputs) + tensor_bytes(inputs)
+        self.marks = self.fingerprints()
+        self.nbytes = storage_bytes(outputs + inputs)
+
+    def fingerprints(self) -> tuple[list[tuple], list[tuple]]:
+        return [_mark(t, self.key) for t in self.outputs], [_mark(t, self.key) for t in self.inputs]
 
     def changed(self) -> list[str]:
-        now = ([_mark(t) for t in self.outputs], [_mark(t) for t in self.inputs])
-        return [part for part, before, after in zip(("outputs", "inputs"), self.marks, now) if before != after]
+        return [part for part, before, after in zip(("outputs", "inputs"), self.marks, self.fingerprints()) if before != after]
 
 
-def _mark(t: torch.Tensor) -> tuple:
-    """Where a tensor lives and a fingerprint of its bits (two wrapping integer sums of its elements' bit patterns)."""
-    flat, first, second = _bits(t.detach()).reshape(-1), 0, 0
-    for i in range(0, flat.numel(), CHUNK):  # chunk by chunk: no int64 copy the size of a GiB answer
-        wide = flat[i : i + CHUNK].to(torch.int64)
-        first, second = first + int(wide.sum()), second + int((wide * (wide >> 3)).sum())
+MARK_CHUNK = 1 << 24  # elements fingerprinted at a time (a few int64 temporaries of this size)
+_MIX = (-7046029254386353131, -4658895280553007687)  # two odd 64-bit multipliers (wrapping int64 arithmetic)
+
+
+def _mark(t: torch.Tensor, key: int) -> tuple:
+    """Where a tensor lives and a fingerprint of its bits: two wrapping integer sums of its elements' bit patterns,
+    each element weighted by a keyed hash of its position, so that swapping, moving or trading off elements changes
+    them (an expanded view is read once per distinct element)."""
+    flat, first, second = _bits(_distinct(t.detach())).reshape(-1), 0, 0
+    for i in range(0, flat.numel(), MARK_CHUNK):
+        wide = flat[i : i + MARK_CHUNK].to(torch.int64)
+        weight = (torch.arange(i, i + wide.numel(), device=wide.device, dtype=torch.int64) + key) * _MIX[0]
+        weight = (weight ^ (weight >> 29)) * _MIX[1]
+        first += int((wide * weight).sum())
+        second += int((wide * (wide >> 3) * (weight ^ (weight >> 32))).sum())
     return (*where([t]), first, second)
+
+
+def _distinct(t: torch.Tensor) -> torch.Tensor:
+    """`t` with each broadcast (stride 0) dimension cut to one: the elements it holds, each once."""
+    for dim in range(t.dim()):
+        if t.stride(dim) == 0 and t.size(dim) > 1:
+            t = t.narrow(dim, 0, 1)
+    return t
+
+
+def storage_bytes(values: list[torch.Tensor]) -> int:
+    """The memory the tensors keep alive: each storage once (an expanded view of one element is its 8 bytes)."""
+    return sum(nbytes for (_, _, nbytes) in {_span(v) for v in values})
+
+
+def _room_for(nbytes: int, values: list[torch.Tensor]) -> bool:
+    """Whether one call's outputs and inputs of `nbytes` can stay alive through the next call: on a GPU with twice
+    that free; on the host up to 4 GiB."""
+    cuda = next((v.device for v in values if v.device.type == "cuda"), None)
+    if cuda is None:
+        return nbytes <= 4 * KEEP_ON_DEVICE_BYTES
+    free, _ = torch.cuda.mem_get_info(cuda)
+    return free >= 2 * nbytes
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

@@ -57,3 +57,26 @@ def test_the_referee_asks_as_much_as_the_reference_gives_and_no_more():
     assert not disputable(compare_outputs("trial_1", [with_nan], [reference]))  # NaN: never the referee's
     half = closer.half()
     assert not disputable(compare_outputs("trial_1", [half], [reference.half() + 1.0]))  # only fp32 misses go to it
+
+
+def test_exact_elements_joined_to_noisy_ones_get_no_slack():
+    """An output that joins a part the fp32 reference computes exactly to a part it rounds coarsely (a `cat` of tanh
+    and (x + 1e6) - 1e6) lends the exact part nothing: the floor is the smallest median along any dimension through
+    the element (the tanh columns' is ~0). bf16 there, or `y` for tanh(y) where |y| < 0.3, fails (a held-out red
+    team's attempts, tests/fixtures/referee_attacks 03 and 05)."""
+    generator = torch.Generator().manual_seed(11)
+    x, y = torch.randn(32, 96, generator=generator), torch.randn(32, 16, generator=generator)
+    reference = torch.cat([(x + 1e6) - 1e6, torch.tanh(y)], dim=1)
+    truth = torch.cat([x.double(), torch.tanh(y.double())], dim=1)
+    honest = torch.cat([x, torch.tanh(y)], dim=1)  # exact where the reference rounds: closer everywhere
+    assert disputable(compare_outputs("trial_1", [honest], [reference])) and referee([honest], [reference], [truth])[0]
+    bf16 = torch.cat([x, torch.tanh(y).bfloat16().float()], dim=1)
+    passed, detail = referee([bf16], [reference], [truth])
+    assert not passed, detail
+    column = int(detail.split("first at [")[1].split("]")[0].split(", ")[1])
+    assert column >= 96, detail  # met in the tanh part
+    wrong = torch.cat([x, torch.where(y.abs() < 0.3, y, torch.tanh(y))], dim=1)
+    assert not referee([wrong], [reference], [truth])[0]
+    whole = torch.cat([(x + 1e6) - 1e6, torch.tanh(y)], dim=1)
+    whole[:, 96:] = torch.tanh(y).bfloat16().float()  # the same bf16 part beside the reference's own noisy part
+    assert not referee([whole], [reference], [truth])[0]

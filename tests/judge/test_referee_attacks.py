@@ -1,0 +1,76 @@
+"""A held-out red team's attempts on the float64 referee and on the held-outputs check (session 23, at its stop;
+tests/fixtures/referee_attacks has each attempt and README.md the table). Closed in session 24: a later call that
+swaps elements of an earlier answer (the fingerprint's sums were blind to order: now each element is weighted by a
+keyed hash of its position), the referee's slack lent from a noisy part of an output to an exact part (the median
+over the whole tensor: now the smallest median along any dimension through the element), and answers kept out of
+the hold by an expanded view counted at its elements' size (now storage bytes). CPU, the Triton interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline.judge import Judge
+from pipeline.judge.worker import _mark, storage_bytes
+from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.types import EvalOptions, Status
+
+ROOT = Path(__file__).resolve().parents[2]
+ATTACKS = ROOT / "tests" / "fixtures" / "referee_attacks"
+TINY = ROOT / "data" / "problems" / "tiny" / "level1"
+PROBLEMS = {"sum": TINY / "12_Sum_Dim1.py", "gemv": TINY / "5_GEMV.py", "mixed": ATTACKS / "p_mixed.py", "bigview": ATTACKS / "p_bigview.py"}
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(EvalOptions(device="cpu")) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize("candidate, problem, status, says", [
+    ("00_honest_sum.py", "sum", Status.OK, "passed every check"),
+    ("01_swap_prev_output.py", "sum", Status.MISMATCH, "fresh_outputs: call "),
+    ("02_bump_prev_output.py", "sum", Status.MISMATCH, "fresh_outputs: call "),
+    ("03_median_rule_bf16.py", "mixed", Status.MISMATCH, "correctness: "),
+    ("04_gemv_tf32.py", "gemv", Status.MISMATCH, "correctness: "),
+    ("05_median_rule_wrong_formula.py", "mixed", Status.MISMATCH, "correctness: "),
+])  # 06 and 07 (p_bigview: a 1 GiB expanded input) take about 3 minutes each on 2 cores: their hold is tested below
+def test_each_attempt_gets_the_verdict_it_must(judge, candidate, problem, status, says):
+    result = judge.evaluate(load_problem(PROBLEMS[problem]), load_candidate(ATTACKS / candidate))
+    assert result.status is status and result.reason.startswith(says), result.reason
+    if status is Status.MISMATCH and says == "correctness: ":
+        assert "float64 referee" in result.reason and not any(f.name == "fp32_refereed" for f in result.flags), result.reason
+
+
+def test_the_fingerprint_sees_swaps_and_changes_that_keep_plain_sums():
+    values = torch.arange(1.0, 9.0)
+    before = _mark(values, key=12345)
+    swapped = values.clone()
+    swapped[[0, 7]] = swapped[[7, 0]]
+    traded = values.clone().view(torch.int32)
+    traded[0] += 1
+    traded[1] -= 2
+    traded[2] += 1  # the bit patterns' sum and their position-weighted sum are both unchanged
+    assert _mark(swapped, key=12345)[-2:] != before[-2:]
+    assert _mark(traded.view(torch.float32), key=12345)[-2:] != before[-2:]
+    assert _mark(values.clone(), key=12345)[-2:] == before[-2:]  # the same bits elsewhere: the same sums
+
+
+def test_the_hold_counts_the_memory_kept_alive_not_a_views_elements():
+    """06 and 07 end `mismatch` (fresh_outputs: call trial_2 changed call trial_1's outputs) with this count, by hand:
+    python -m pipeline.cli check tests/fixtures/referee_attacks/07_hold_budget_base_only.py --ref
+    tests/fixtures/referee_attacks/p_bigview.py --device cpu (about 3 minutes on 2 cores)."""
+    from pipeline.judge.worker import HeldOutputs
+
+    held = HeldOutputs()
+    answer = torch.ones(64, 16)
+    held.hold("trial_1", [answer], [torch.rand(64, 16), torch.zeros(1, dtype=torch.int64).expand((1 << 27) + 1)])
+    assert [c.name for c in held.calls] == ["trial_1"]  # held: it keeps 8 KiB alive, not 1 GiB
+    answer[0, 0] += 1
+    assert held.spoiled() == ["trial_1's outputs"]
+    base = torch.zeros(1, dtype=torch.int64)
+    view = base.expand((1 << 27) + 1)  # 1 GiB by numel * element_size, 8 bytes of storage
+    assert storage_bytes([view]) == 8 and storage_bytes([view, base]) == 8
+    assert _mark(view, key=1)[-2:] == _mark(view, key=1)[-2:]  # read once per distinct element: no 1 GiB copy
