@@ -27,7 +27,7 @@ HIDDEN_TRIALS = ("signed", "scaled", "outliers")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
-AGAIN = 2  # sets of other shapes asked for a second time at the end of the calls, drawn afresh
+AGAIN = 3  # sets of other shapes asked for a second time at the end of the calls, drawn afresh
 
 
 def _transform(kind: str) -> dict[str, Any]:
@@ -52,7 +52,8 @@ def _kinds(kinds: list[str], count: int) -> list[str]:
     """`count` values kinds, each drawn at random, with every kind at some random place where count allows."""
     chosen = [secrets.choice(kinds) for _ in range(count)]
     places = secrets.SystemRandom().sample(range(count), min(count, len(kinds)))
-    for kind, place in zip(kinds, places):
+    # the kinds in a drawn order too: with fewer places than kinds, which kinds get one is drawn, not the first ones
+    for kind, place in zip(secrets.SystemRandom().sample(kinds, len(kinds)), places):
         chosen[place] = kind
     return chosen
 
@@ -113,14 +114,20 @@ class Draw:
             drawn = _kinds(kinds, len(derived) - 1)
             drawn.insert(largest, "outliers")
         shaped = [{"name": d["name"], "seed": _seed(), "resize": d["resize"], **_transform(kind)} for d, kind in zip(derived, drawn)]
-        # and AGAIN of them are asked for once more near the end (pipeline.judge.worker.ask_again), drawn afresh, the
-        # second at a size of its side of the problem's that no other set has: sizes known ahead can be special-cased
+        # and AGAIN of them are asked for once more near the end (pipeline.judge.worker.ask_again), drawn afresh: the
+        # first at its source's own size (a kernel that keeps its first answer at a size is asked there again), the
+        # second at a size of its side of the problem's that no other set has (sizes known ahead can be
+        # special-cased), the third at another set's own size, a size seen before, after the first came back to one
+        # (a kernel whose state goes bad once a size is seen twice is met there), below the problem's where one is
+        # (cheaper). Their values are drawn afresh too: with few sets, some kind would otherwise never meet another shape.
         used = {(d["resize"]["anchor"], d["resize"]["new"]) for d in derived}
-        again = secrets.SystemRandom().sample(shaped, min(AGAIN, len(shaped)))
-        # (the first at its source's own size: a kernel that keeps its first answer at a size is asked there again)
-        # (their values drawn afresh too: with few sets, some kind of values would otherwise never meet another shape)
+        pick = secrets.SystemRandom()
+        again = pick.sample(shaped, min(AGAIN - 1, len(shaped)))
+        if len(again) == AGAIN - 1 and (left := [s for s in shaped if s not in again]):
+            below = [s for s in left if s["resize"]["new"] < s["resize"]["nominal"]]
+            again.append(pick.choice(below or left))
         shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),
-                    "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k else s["resize"]["new"]}}
+                    "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k == 1 else s["resize"]["new"]}}
                    for k, s in enumerate(again)]
         # the audit call comes last, at the problem's size: after the other shapes, with outlier values where the
         # reference takes them (a kernel that another shape spoiled only where values are large is met there)

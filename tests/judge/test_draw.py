@@ -1,8 +1,9 @@
 """The draw of one check's sets of other shapes (pipeline.judge.draw): which take outlier or signed values is
 drawn for each check, never fixed by position (a kernel exact only at the sizes that see the problem's draws was
-not caught: red team 4's a5), with each kind at least once; two are asked for again at the end at sizes drawn for
-the check: the first at its source's size, the second at one no other set has (red team 3's a04 and a05 knew the
-sizes the judge tries)."""
+not caught: red team 4's a5), with each kind at least once, and which kinds reach another shape drawn too where
+there are fewer sets than kinds (red team 6's a05); three are asked for again at the end: the first at its source's
+size, the second at a size drawn for the check that no other set has (red team 3's a04 and a05 knew the sizes the
+judge tries), the third at another set's own size, a size seen before (red team 6's a04 went bad only there)."""
 
 from __future__ import annotations
 
@@ -41,21 +42,31 @@ def test_values_the_reference_cannot_take_are_never_drawn():
         assert set(kinds(Draw.new(OPTIONS, (), 0, DERIVED, True))) == {""}
 
 
-def test_two_sets_are_asked_again_drawn_afresh_at_sizes_no_other_set_has():
+def test_with_fewer_sets_than_kinds_which_kinds_reach_another_shape_is_drawn():
+    seen = Counter()
+    for _ in range(200):  # two sets, four kinds: each kind's chance is about 1/2 a check
+        seen.update(kinds(Draw.new(OPTIONS, ("signed", "scaled", "outliers"), 0, DERIVED[:2], True)))
+    assert set(seen) == {"", "outliers", "signed", "scaled"}, seen
+
+
+def test_three_sets_are_asked_again_drawn_afresh_at_their_own_a_new_and_a_seen_size():
     tried = {s["resize"]["new"] for s in DERIVED}
-    drawn = set()
+    drawn, thirds = set(), Counter()
     for _ in range(200):
         draw = Draw.new(OPTIONS, ("signed", "outliers"), 0, DERIVED, True)
         again = [s for s in draw.derived if s.get("again")]
-        assert len(again) == AGAIN == 2 and len({s["again"] for s in again}) == 2
+        assert len(again) == AGAIN == 3 and len({s["again"] for s in again}) == 3
         sources = {s["name"]: s for s in draw.derived}
         for s in again:
             source = sources[s["again"]]
             assert s["name"] == f"{source['name']}_again" and s["seed"] != source["seed"]
             new, plan = s["resize"]["new"], source["resize"]
             assert {**s["resize"], "new": plan["new"]} == plan
-            if s is again[0]:  # the first at its source's own size, fresh values (a kernel that keeps its answers)
+            if s is not again[1]:  # the first and third at their sources' own sizes, fresh values
                 assert new == plan["new"]
+                if s is again[2]:  # below the problem's where a set is (cheaper): another set's size, seen before
+                    assert new < 16 and new != again[0]["resize"]["new"]
+                    thirds[new] += 1
                 continue
             assert new not in tried
             # on the source's side of the problem's 16 rows, never above a size the reference's first run took
@@ -63,6 +74,7 @@ def test_two_sets_are_asked_again_drawn_afresh_at_sizes_no_other_set_has():
             assert draw.source_name(s["name"]) == source["name"] and draw.reference_name(s["name"]) == s["name"]
             drawn.add(new)
     assert len(drawn) > 8, drawn  # sizes drawn, not a pattern
+    assert len(thirds) == 3, thirds  # each set below the problem's size in some check
     # every set it may refuse is asked once more under a name of its own, compared with nothing of the reference's
     assert set(draw.asked_again) == {f"{s['name']}_asked_again" for s in DERIVED}
     assert draw.reference_name("shape_odd_0_asked_again") == "shape_odd_0"
