@@ -57,6 +57,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "F.binary_cross_entropy": ("input", "target", "weight", "size_average", "reduce", "reduction"),
     "F.binary_cross_entropy_with_logits": ("input", "target", "weight", "size_average", "reduce", "reduction", "pos_weight"),
     "F.dropout": ("input", "p", "training", "inplace"),
+    **{f"F.max_pool{d}d": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices") for d in (1, 2, 3)},
+    **{f"F.avg_pool{d}d": ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
+       for d in (1, 2, 3)},
+    **{f"F.adaptive_{kind}_pool{d}d": ("input", "output_size", "return_indices") for kind in ("avg", "max") for d in (1, 2, 3)},
 }
 
 UNARY = {
@@ -167,6 +171,7 @@ class Decomposer:
             "F.cross_entropy": self.cross_entropy, "F.nll_loss": self.nll_loss, "F.kl_div": self.kl_div,
             "F.binary_cross_entropy": self.bce, "F.binary_cross_entropy_with_logits": self.bce_logits, "F.dropout": self.dropout,
             "F.softmax": self.softmax, "F.log_softmax": self.softmax, "F.conv2d": self.conv2d,
+            **{f"F.{kind}_pool{d}d": self.pool for kind in ("max", "avg", "adaptive_max", "adaptive_avg") for d in (1, 2, 3)},
         }
         if fn in specific:
             return specific[fn]
@@ -733,6 +738,70 @@ class Decomposer:
         bias = a["input"] if beta == 1 else self.b.pw("mul", a["input"], beta)
         return self.b.pw("add", product, bias)
 
+    # pooling ------------------------------------------------------------------------------------------------------
+
+    def pool(self, call: Call, base: str) -> V:
+        """Pooling whose windows tile the input (stride = kernel, no padding or dilation; adaptive pooling whose output
+        size divides the input's): the input cut to whole windows and viewed with each window on axes of its own,
+        reduced over them (max, or a sum over the window's size). Overlapping or padded windows stay library calls."""
+        dims = int(base[-2])
+        a = self.bind(call, SIGNATURES[call.fn])
+        x = self._tensor(a["input"])
+        shape = self.shape(x)
+        if a.get("return_indices") or len(shape) < dims + 1:
+            raise NotLowered()
+        spatial = shape[-dims:]
+        if base.startswith("adaptive"):
+            wanted = _per_dim(a["output_size"], dims)
+            out = tuple(s if o is None else int(o) for s, o in zip(spatial, wanted))
+            if any(o < 1 or s % o for s, o in zip(spatial, out)):
+                raise NotLowered()
+            kernel = tuple(s // o for s, o in zip(spatial, out))
+        else:
+            kernel = _per_dim(a["kernel_size"], dims)
+            stride = _per_dim(a.get("stride") or kernel, dims)
+            padding, dilation = _per_dim(a.get("padding", 0), dims), _per_dim(a.get("dilation", 1), dims)
+            if (stride != kernel or any(padding) or set(dilation) != {1}
+                    or a.get("ceil_mode") and any(s % k for s, k in zip(spatial, kernel))):
+                return self._windows(call, base, x, kernel, stride, padding, dilation)
+            out = tuple(s // k for s, k in zip(spatial, kernel))
+        if any(o < 1 for o in out):
+            raise NotLowered()
+        lead = len(shape) - dims
+        for axis, (o, k) in enumerate(zip(out, kernel)):
+            if o * k != spatial[axis]:  # floor mode: the incomplete window at the end is dropped
+                x = self.b.view(x, "narrow", lead + axis, 0, o * k)
+        windows = self.b.view(x, "reshape", (*shape[:lead], *(n for o, k in zip(out, kernel) for n in (o, k))))
+        axes = tuple(lead + 2 * i + 1 for i in range(dims))
+        if "max" in base:
+            pooled = self.b.reduce("max", windows, axes)
+        else:
+            divisor = a.get("divisor_override") or math.prod(kernel)
+            pooled = self.b.pw("div", self.b.reduce("sum", windows, axes), float(divisor))
+        return self._finish(call, pooled)
+
+    def _windows(self, call: Call, base: str, x: V, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple) -> V:
+        """Overlapping, padded or dilated windows: a `window` node holds every window's elements on axes of its own
+        (out of the input: -inf for max, 0 for average, as the padding counts), reduced over them. Windows that
+        ceil mode lets start in the padding, and averages that leave the padding out of the count, stay library calls."""
+        a = self.bind(call, SIGNATURES[call.fn])
+        shape = self.shape(x)
+        dims = len(kernel)
+        lead, spatial = shape[:-dims], shape[-dims:]
+        out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in zip(spatial, kernel, stride, padding, dilation))
+        if tuple(call.outputs[0].shape[-dims:]) != out or any(o < 1 for o in out):
+            raise NotLowered()  # ceil mode added a window
+        if "avg" in base and any(padding) and not a.get("count_include_pad", True):
+            raise NotLowered()
+        fill = float("-inf") if "max" in base else 0.0
+        windows = self.b.add("window", "window", (x,), (*lead, *out, *kernel), self.b.node(x).dtype, kernel=tuple(kernel),
+                             stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation), fill=fill)
+        axes = tuple(range(len(lead) + dims, len(lead) + 2 * dims))
+        if "max" in base:
+            return self._finish(call, self.b.reduce("max", windows, axes))
+        divisor = a.get("divisor_override") or math.prod(kernel)
+        return self._finish(call, self.b.pw("div", self.b.reduce("sum", windows, axes), float(divisor)))
+
     def conv2d(self, call: Call, base: str) -> V:
         a = self.bind(call, SIGNATURES["conv2d"])
         x, w = self._tensor(a["input"]), self._tensor(a["weight"])
@@ -751,3 +820,10 @@ class Decomposer:
 
 class NotLowered(Exception):
     """A handler's arguments fall outside what it lowers; the call stays a library call."""
+
+
+def _per_dim(value: Any, dims: int) -> tuple[Any, ...]:
+    """A pooling argument given once or per spatial dimension, as one value per dimension."""
+    if isinstance(value, (tuple, list)):
+        return tuple(value) if len(value) == dims else tuple(value) * dims if len(value) == 1 else tuple(value)
+    return (value,) * dims

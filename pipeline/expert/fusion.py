@@ -209,12 +209,18 @@ class _Fuser:
                    for i in self.graph.node(n).inputs)
 
     def _needs(self, node_id: int, g: int, seen: set[int]) -> bool:
-        if node_id in seen:
-            return False
-        seen.add(node_id)
-        if self.owner.get(node_id) == g:
-            return True
-        return any(self._needs(i, g, seen) for i in self.graph.node(node_id).inputs)
+        """Does `node_id`, or anything it is computed from, belong to group g? (A walk with a stack of its own: a
+        deep network, ResNet-101's thousands of nodes in one chain, is deeper than Python's recursion limit.)"""
+        stack = [node_id]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if self.owner.get(current) == g:
+                return True
+            stack.extend(self.graph.node(current).inputs)
+        return False
 
     # ordering -----------------------------------------------------------------------------------------------------
 

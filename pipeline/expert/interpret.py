@@ -88,11 +88,27 @@ def _node(node: Node, env: dict[int, Any], inputs: list[Any], params: dict[str, 
     if node.op == "conv":
         return F.conv2d(env[node.args[0].id], env[node.args[1].id], None, node.attr("stride"), node.attr("padding"),
                         node.attr("dilation"), node.attr("groups"))
+    if node.op == "window":
+        return windows(env[node.args[0].id], dict(node.attrs))
     if node.op in ("view", "library"):
         args, kwargs = node.args
         out = replay(node.fn, _arg(args, env), dict(_arg(kwargs, env)))
         return out[node.attr("index")] if node.attr("tuple_output") else out
     raise ValueError(f"unknown node kind {node.op}")
+
+
+def windows(x: Any, attrs: dict[str, Any]) -> Any:
+    """Every pooling window of `x` (the last len(kernel) axes), its elements on trailing axes of their own."""
+    import torch.nn.functional as F
+
+    kernel, stride, padding, dilation = (attrs[k] for k in ("kernel", "stride", "padding", "dilation"))
+    dims = len(kernel)
+    pads = [p for pad in reversed(padding) for p in (pad, pad)]
+    x = F.pad(x, pads, value=attrs["fill"]) if any(padding) else x
+    lead = x.dim() - dims
+    for j, (k, s, d) in enumerate(zip(kernel, stride, dilation)):
+        x = x.unfold(lead + j, d * (k - 1) + 1, s)[..., ::d]
+    return x
 
 
 def _reduce(node: Node, x: Any) -> Any:

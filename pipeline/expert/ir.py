@@ -20,8 +20,8 @@ from typing import Any
 from pipeline.expert.graph import TensorMeta, contiguous_strides
 
 FLOATS = ("float64", "float32", "bfloat16", "float16")
-COMPUTE_OPS = ("pointwise", "reduce", "matmul", "conv", "iota")
-PURE = frozenset({"pointwise", "reduce", "matmul", "conv", "iota", "view", "input", "param"})  # library calls may not be
+COMPUTE_OPS = ("pointwise", "reduce", "matmul", "conv", "iota", "window")
+PURE = frozenset({"pointwise", "reduce", "matmul", "conv", "iota", "window", "view", "input", "param"})  # library calls may not be
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,9 @@ class ValueWriter:
             scope.lines.append(f"t{node_id} = {self._round(self.predefined[node_id], node.dtype)}")  # a GEMM's bf16 result
             scope.defined.add(node_id)
             return f"t{node_id}"
-        if node_id in self.members:
+        if node_id in self.members and node.op == "window":
+            text = self.window(node, scope)
+        elif node_id in self.members:
             if node.op == "reduce":
                 raise RuntimeError(f"reduction t{node_id} used before its pass")  # passes are ordered so this cannot happen
             operands = [self.value(a.id, scope) if isinstance(a, V) else operand(a) for a in node.args]
@@ -91,6 +93,35 @@ class ValueWriter:
         address = self.ptr(node.id) if off == "0" else f"{self.ptr(node.id)} + {off}"
         text = f"tl.load({address}, mask={mask}, other=0)" if mask else f"tl.load({address})"
         return f"{text}.to(tl.float32)" if node.dtype in ("float16", "bfloat16") else text
+
+    def axis_index(self, axis: int) -> tuple[str, IndexVar]:
+        """The expression of the domain's index along `axis` (as an iota computes it), and its index variable."""
+        var = next(v for v in self.variables if axis in v.axes)
+        return linear_index(var.name, [self.domain[a] for a in var.axes], [1 if a == axis else 0 for a in var.axes]) or "0", var
+
+    def window(self, node: Node, scope: Scope) -> str:
+        """A pooling window's element, read from its input: position = out * stride - padding + k * dilation along each
+        window axis, the fill value (-inf or 0) outside the input."""
+        source = self.graph.node(node.args[0].id)
+        kernel, stride, padding, dilation = (node.attr(k) for k in ("kernel", "stride", "padding", "dilation"))
+        dims, lead = len(kernel), len(source.shape) - len(kernel)
+        terms, inside, used = [], [], []
+        for axis in range(lead):
+            if source.shape[axis] > 1:
+                index, var = self.axis_index(axis)
+                terms.append(f"({index}) * {source.stride[axis]}")
+                used.append(var)
+        for j in range(dims):
+            (o, ov), (k, kv) = self.axis_index(lead + j), self.axis_index(lead + dims + j)
+            position = f"p{node.id}_{j}"
+            scope.lines.append(f"{position} = ({o}) * {stride[j]} - {padding[j]} + ({k}) * {dilation[j]}")
+            inside.append(f"({position} >= 0) & ({position} < {source.shape[lead + j]})")
+            terms.append(f"{position} * {source.stride[lead + j]}")
+            used += [ov, kv]
+        mask = " & ".join([*(f"({m})" for m in dict.fromkeys(v.mask for v in used if v.mask)), *inside])
+        fill = 'float("-inf")' if node.attr("fill") == float("-inf") else "0.0"
+        text = f"tl.load({self.ptr(source.id)} + {' + '.join(terms)}, mask={mask}, other={fill})"
+        return f"{text}.to(tl.float32)" if source.dtype in ("float16", "bfloat16") else text
 
     def store(self, node_id: int, value: str, tile: str | None = None, spans: tuple[IndexVar, ...] = ()) -> str:
         """Store `value` (node_id's register) into its contiguous buffer; `tile` broadcasts a value that is

@@ -70,3 +70,19 @@ def test_selu_and_celu_called_through_torch_are_pointwise(tmp_path):
         model, inputs, params = build(path, signed)
         with torch.no_grad():
             assert_same(run(graph, inputs, params), model(*inputs))
+
+
+def test_pooling_is_a_reduction_over_windows_and_what_no_rule_covers_stays_a_library_call():
+    """Max and average pooling with stride = kernel and no padding (the last incomplete window dropped), and adaptive
+    pooling whose output divides the input, are the input viewed window by window and reduced (zoo_pooling);
+    overlapping, padded and dilated windows are a `window` node reduced over its window axes (zoo_windows); both are
+    checked against torch with the others above. Ceil mode that adds a window, and an average that leaves the
+    padding out of its count, stay library calls (zoo_library)."""
+    graph = decompose(capture(fixture("zoo_pooling").read_text()).tape)
+    assert not [n.fn for n in graph.nodes if n.op == "library"]
+    assert {n.attr("axes") for n in graph.nodes if n.op == "reduce"} >= {(3, 5), (3, 5, 7)}
+    graph = decompose(capture(fixture("zoo_windows").read_text()).tape)
+    assert not [n.fn for n in graph.nodes if n.op == "library"]
+    assert sorted(len(n.attr("kernel")) for n in graph.nodes if n.op == "window") == [1, 1, 2, 2, 3]
+    graph = decompose(capture(fixture("zoo_library").read_text()).tape)
+    assert {"F.max_pool2d", "F.avg_pool2d"} <= {n.fn for n in graph.nodes if n.op == "library"}

@@ -27,6 +27,8 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("batch_norm_streamed", tiny("10_BatchNorm2d_Train"), Options(reduction="looped", row_block=32), "row_reduction", "# last pass"),
     ("losses", fixture("zoo_losses"), Options(), "row_reduction", "tl.where"),
     ("reductions", fixture("zoo_reductions"), Options(), "row_reduction", "tl.argmin"),
+    ("pooling_windows_tile", fixture("zoo_pooling"), Options(), "row_reduction", "_max_pool3d("),
+    ("pooling_windows_padded", fixture("zoo_windows"), Options(), "row_reduction", 'other=float("-inf"))'),
     ("norms", fixture("zoo_norms"), Options(), "row_reduction", "tl.rsqrt"),
     ("triton_gemm_tf32x3", tiny("7_Linear_Residual_Tanh"), Options(precision="tf32x3"), "triton_gemm_epilogue", 'input_precision="tf32x3"'),
     ("triton_gemm_ieee", tiny("1_Linear_GELU_Scale"), Options(precision="ieee"), "triton_gemm_epilogue", 'input_precision="ieee"'),
