@@ -207,11 +207,14 @@ def compare_outputs(name: str, outs: list[torch.Tensor], refs: list[torch.Tensor
 # candidate only to be as close to it as the fp32 reference is: within atol + rtol |truth| + REFEREE_FACTOR times the
 # reference's own error there, or its typical own error around that element where that is larger (rounding is random
 # in sign: the reference is near the truth by chance at some elements, where an honest kernel is not). "Around" is
-# the median along each dimension through the element, the smallest of them: an output that joins exact values to
-# noisy ones (a `cat` of an elementwise op and a long sum) lends the exact ones no slack. A kernel that drops
+# the median along each dimension through the element, the smallest of them, and lent only to elements where the
+# reference itself rounded (its own error there over LEND_ULPS units in the last place): an output that joins exact
+# values to noisy ones (a `cat` of an elementwise op and a long sum, on any layout, batch 1 included) lends the exact
+# ones no slack. A kernel that drops
 # precision (TF32, half) misses by far more and still fails.
 REFEREE_FACTOR = 2.0
 REFEREE_SCALE = 1e-2  # a miss larger than this share of the output's largest value is no rounding: not refereed
+LEND_ULPS, FP32_EPS = 4, 2.0**-23  # an element the fp32 reference got this close to float64 is exact there
 FLOOR_ELEMENTS = 1 << 27  # outputs up to this size get the typical-error floor; larger ones are refereed element by element
 DISPUTED = "elements outside atol=rtol=0.0001"  # an fp32 comparison that missed on tolerance alone (no NaN/Inf, shapes)
 
@@ -240,10 +243,10 @@ def referee(outs: list[torch.Tensor], refs: list[torch.Tensor], truths: list[tor
             if not bool(finite.all()):
                 return False, f"output {i}: NaN or Inf where the referee compares"
             own = (r - t).abs()
-            if flat_floor.numel():
-                own_or_typical = own.clamp_min(flat_floor[start : start + CHUNK_ELEMENTS].to(device).double())
-            else:
-                own_or_typical = own
+            own_or_typical = own
+            if flat_floor.numel():  # lent only where the reference itself rounded: never to an element it got exact
+                rounded = own > LEND_ULPS * FP32_EPS * t.abs()
+                own_or_typical = torch.where(rounded, own.clamp_min(flat_floor[start : start + CHUNK_ELEMENTS].to(device).double()), own)
             bad = (o - t).abs() > TOLERANCE[torch.float32] * (1 + t.abs()) + REFEREE_FACTOR * own_or_typical
             if bool(bad.any()):
                 k = int(bad.nonzero()[0])

@@ -435,8 +435,17 @@ def _distinct(t: torch.Tensor) -> torch.Tensor:
 
 
 def storage_bytes(values: list[torch.Tensor]) -> int:
-    """The memory the tensors keep alive: each storage once (an expanded view of one element is its 8 bytes)."""
-    return sum(nbytes for (_, _, nbytes) in {_span(v) for v in values})
+    """The memory the tensors reach, each storage's reached extent once: an expanded view of one element is its 8
+    bytes, and a small answer at the start of a GiB storage it never touches is the answer's size (counting the
+    whole storage let a ring of such answers push every earlier call out of the hold)."""
+    extents: dict[tuple[str, int], tuple[int, int]] = {}
+    for v in values:
+        device, pointer, _ = _span(v)
+        start = v.storage_offset() * v.element_size()
+        end = start + (sum((n - 1) * abs(st) for n, st in zip(v.shape, v.stride())) + 1) * v.element_size() if v.numel() else start
+        low, high = extents.get((device, pointer), (start, end))
+        extents[(device, pointer)] = (min(low, start), max(high, end))
+    return sum(high - low for low, high in extents.values())
 
 
 def _room_for(nbytes: int, values: list[torch.Tensor]) -> bool:

@@ -3,7 +3,12 @@ tests/fixtures/referee_attacks has each attempt and README.md the table). Closed
 swaps elements of an earlier answer (the fingerprint's sums were blind to order: now each element is weighted by a
 keyed hash of its position), the referee's slack lent from a noisy part of an output to an exact part (the median
 over the whole tensor: now the smallest median along any dimension through the element), and answers kept out of
-the hold by an expanded view counted at its elements' size (now storage bytes). CPU, the Triton interpreter."""
+the hold by an expanded view counted at its elements' size (now storage bytes). A second held-out red team
+(session 24, tests/fixtures/referee_attacks2, its README has the table) on those fixes: the floor lent on a batch-1
+output (a size-1 dimension has no line: now lent only to elements the reference itself rounded), and a ring of two
+answers each a small view of a GiB storage (each held call counted at the whole storage, pushing the one before out
+of the hold: now the extent its tensors reach). Open there: a Model whose meaning depends on its dtype (07), and two
+honest kernels the referee's factor of 2 refuses (10, 14). CPU, the Triton interpreter."""
 
 from __future__ import annotations
 
@@ -19,8 +24,10 @@ from pipeline.types import EvalOptions, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACKS = ROOT / "tests" / "fixtures" / "referee_attacks"
+SECOND = ROOT / "tests" / "fixtures" / "referee_attacks2"
 TINY = ROOT / "data" / "problems" / "tiny" / "level1"
-PROBLEMS = {"sum": TINY / "12_Sum_Dim1.py", "gemv": TINY / "5_GEMV.py", "mixed": ATTACKS / "p_mixed.py", "bigview": ATTACKS / "p_bigview.py"}
+PROBLEMS = {"sum": TINY / "12_Sum_Dim1.py", "gemv": TINY / "5_GEMV.py", "mixed": ATTACKS / "p_mixed.py", "bigview": ATTACKS / "p_bigview.py",
+            "swish": TINY / "15_Swish.py", "cat_b1": SECOND / "p_cat_b1.py"}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +49,19 @@ def test_each_attempt_gets_the_verdict_it_must(judge, candidate, problem, status
     assert result.status is status and result.reason.startswith(says), result.reason
     if status is Status.MISMATCH and says == "correctness: ":
         assert "float64 referee" in result.reason and not any(f.name == "fp32_refereed" for f in result.flags), result.reason
+
+
+@pytest.mark.parametrize("candidate, problem, status, says", [
+    ("03_cat_b1_bf16_tanh.py", "cat_b1", Status.MISMATCH, "correctness: "),
+    ("06_cat_b1_honest.py", "cat_b1", Status.OK, "passed every check"),
+    ("20_ring2_hugebuf.py", "swish", Status.MISMATCH, "fresh_outputs: call trial_3 handed back memory that call trial_1's outputs still hold"),
+])  # 04 and 05 are 03's class (an 11-bit significand, a wrong formula): checked by hand, mismatch in the tanh columns
+def test_the_second_red_teams_attempts_get_the_verdicts_they_must(judge, candidate, problem, status, says):
+    result = judge.evaluate(load_problem(PROBLEMS[problem]), load_candidate(SECOND / candidate))
+    assert result.status is status and result.reason.startswith(says), result.reason
+    if candidate.startswith("03"):  # met in the tanh columns, which the fp32 reference computes exactly
+        detail = result.reason.split("float64 referee: ")[1]
+        assert int(detail.split("first at [0, ")[1].split("]")[0]) >= 96, result.reason
 
 
 def test_the_fingerprint_sees_swaps_and_changes_that_keep_plain_sums():
@@ -74,3 +94,5 @@ def test_the_hold_counts_the_memory_kept_alive_not_a_views_elements():
     view = base.expand((1 << 27) + 1)  # 1 GiB by numel * element_size, 8 bytes of storage
     assert storage_bytes([view]) == 8 and storage_bytes([view, base]) == 8
     assert _mark(view, key=1)[-2:] == _mark(view, key=1)[-2:]  # read once per distinct element: no 1 GiB copy
+    untouched = torch.empty((1 << 28) + 16384)  # 1 GiB of storage, never written: a small answer at its start
+    assert storage_bytes([untouched[:16384]]) == 65536 and storage_bytes([untouched[:16], untouched[-16:]]) == untouched.nbytes
