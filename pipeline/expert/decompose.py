@@ -183,6 +183,7 @@ class Decomposer:
             **{k: self.unary for k in UNARY}, **{k: self.binary for k in BINARY}, **{k: self.reflected for k in REFLECTED},
             **{k: self.view for k in VIEWS}, **{k: self.identity for k in IDENTITIES},
             "clamp": self.clamp, "clip": self.clamp, "clamp_min": self.clamp, "clamp_max": self.clamp, "where": self.where,
+            "masked_fill": self.masked_fill,
             "pow": self.pow, "__pow__": self.pow, "__rpow__": self.rpow, "float_power": self.pow,
             "softmax": self.softmax, "log_softmax": self.softmax, "logsumexp": self.logsumexp,
             "sum": self.sum, "mean": self.sum, "amax": self.amax, "amin": self.amax, "max": self.max, "min": self.max,
@@ -260,6 +261,17 @@ class Decomposer:
     def where(self, call: Call, base: str) -> V:
         a = self.bind(call, SIGNATURES["where"])
         return self.b.pw("where", a["condition"], a["input"], a["other"])
+
+    def masked_fill(self, call: Call, base: str) -> V:
+        """`x.masked_fill(mask, value)` is where(mask, value, x), in x's dtype (attention's causal mask)."""
+        a = self.bind(call, ("input", "mask", "value"))
+        x, mask, value = self._tensor(a["input"]), self._tensor(a["mask"]), a["value"]
+        dtype = self.b.node(x).dtype
+        if not isinstance(value, (V, int, float)) or isinstance(value, bool) or dtype not in FLOATS:
+            raise NotLowered()
+        if isinstance(value, V) and self.b.node(value).dtype != dtype:
+            value = self.b.pw("cast", value, to=dtype)
+        return self.b.pw("where", mask, value, x, dtype=dtype)
 
     def clamp(self, call: Call, base: str) -> V:
         x = self._tensor(self.value(call.args[0]))
