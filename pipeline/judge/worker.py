@@ -435,17 +435,20 @@ def _distinct(t: torch.Tensor) -> torch.Tensor:
 
 
 def storage_bytes(values: list[torch.Tensor]) -> int:
-    """The memory the tensors reach, each storage's reached extent once: an expanded view of one element is its 8
-    bytes, and a small answer at the start of a GiB storage it never touches is the answer's size (counting the
-    whole storage let a ring of such answers push every earlier call out of the hold)."""
-    extents: dict[tuple[str, int], tuple[int, int]] = {}
+    """The memory the tensors hold for their caller, each storage once: per storage, the smaller of the extent its
+    tensors reach and the bytes of their distinct elements. An expanded view of one element is its 8 bytes; a small
+    answer at the start of a GiB storage it never touches, or a few rows strided a GiB apart, is the answer's size
+    (counting the whole storage, or the extent alone, let a ring of such answers push every earlier call out of the
+    hold); overlapping views count their extent."""
+    extents: dict[tuple[str, int], tuple[int, int, int]] = {}
     for v in values:
         device, pointer, _ = _span(v)
         start = v.storage_offset() * v.element_size()
         end = start + (sum((n - 1) * abs(st) for n, st in zip(v.shape, v.stride())) + 1) * v.element_size() if v.numel() else start
-        low, high = extents.get((device, pointer), (start, end))
-        extents[(device, pointer)] = (min(low, start), max(high, end))
-    return sum(high - low for low, high in extents.values())
+        distinct = _distinct(v).numel() * v.element_size()
+        low, high, elements = extents.get((device, pointer), (start, end, 0))
+        extents[(device, pointer)] = (min(low, start), max(high, end), elements + distinct)
+    return sum(min(high - low, elements) for low, high, elements in extents.values())
 
 
 def _room_for(nbytes: int, values: list[torch.Tensor]) -> bool:

@@ -8,7 +8,10 @@ the hold by an expanded view counted at its elements' size (now storage bytes). 
 output (a size-1 dimension has no line: now lent only to elements the reference itself rounded), and a ring of two
 answers each a small view of a GiB storage (each held call counted at the whole storage, pushing the one before out
 of the hold: now the extent its tensors reach). Open there: a Model whose meaning depends on its dtype (07), and two
-honest kernels the referee's factor of 2 refuses (10, 14). CPU, the Triton interpreter."""
+honest kernels the referee's factor of 2 refuses (10, 14). A third (tests/fixtures/referee_hold_shapes_attacks):
+answers strided a GiB apart (now each storage counts the smaller of its extent and its distinct elements); open
+there: a 1-D output of mixed scales (01) and the other-shapes check's leading-size-only reach (03, 04). CPU, the
+Triton interpreter."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pipeline.types import EvalOptions, Status
 ROOT = Path(__file__).resolve().parents[2]
 ATTACKS = ROOT / "tests" / "fixtures" / "referee_attacks"
 SECOND = ROOT / "tests" / "fixtures" / "referee_attacks2"
+THIRD = ROOT / "tests" / "fixtures" / "referee_hold_shapes_attacks"
 TINY = ROOT / "data" / "problems" / "tiny" / "level1"
 PROBLEMS = {"sum": TINY / "12_Sum_Dim1.py", "gemv": TINY / "5_GEMV.py", "mixed": ATTACKS / "p_mixed.py", "bigview": ATTACKS / "p_bigview.py",
             "swish": TINY / "15_Swish.py", "cat_b1": SECOND / "p_cat_b1.py"}
@@ -64,6 +68,14 @@ def test_the_second_red_teams_attempts_get_the_verdicts_they_must(judge, candida
         assert int(detail.split("first at [0, ")[1].split("]")[0]) >= 96, result.reason
 
 
+@pytest.mark.parametrize("candidate", ["02_hold_pushout_ring.py", "91_ring_control.py"])
+def test_a_ring_of_answers_whose_rows_are_strided_a_gib_apart_still_fails(judge, candidate):
+    """A third held-out red team (tests/fixtures/referee_hold_shapes_attacks): answers strided over a GiB of a lazily
+    allocated storage counted as GiB answers, each held alone, so call k + 2 wrote into call k's answer unseen."""
+    result = judge.evaluate(load_problem(PROBLEMS["swish"]), load_candidate(THIRD / candidate))
+    assert result.status is Status.MISMATCH and result.reason.startswith("fresh_outputs: call "), result.reason
+
+
 def test_the_fingerprint_sees_swaps_and_changes_that_keep_plain_sums():
     values = torch.arange(1.0, 9.0)
     before = _mark(values, key=12345)
@@ -95,4 +107,8 @@ def test_the_hold_counts_the_memory_kept_alive_not_a_views_elements():
     assert storage_bytes([view]) == 8 and storage_bytes([view, base]) == 8
     assert _mark(view, key=1)[-2:] == _mark(view, key=1)[-2:]  # read once per distinct element: no 1 GiB copy
     untouched = torch.empty((1 << 28) + 16384)  # 1 GiB of storage, never written: a small answer at its start
-    assert storage_bytes([untouched[:16384]]) == 65536 and storage_bytes([untouched[:16], untouched[-16:]]) == untouched.nbytes
+    assert storage_bytes([untouched[:16384]]) == 65536 and storage_bytes([untouched[:16], untouched[-16:]]) == 128
+    strided = torch.as_strided(untouched, (16, 64), ((1 << 28) // 16, 1))  # rows a GiB apart: the answer's 4 KiB
+    assert storage_bytes([strided]) == 4096
+    square = torch.rand(64, 16)
+    assert storage_bytes([square, square.t()]) == 4096 and storage_bytes([square[:, ::2]]) == 2048
