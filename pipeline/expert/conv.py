@@ -13,7 +13,7 @@ from pipeline.expert.fusion import Kernel
 from pipeline.expert.indexing import IndexVar, linear_index
 from pipeline.expert.ir import Graph
 from pipeline.expert.options import Options
-from pipeline.expert.precision import scheme_for, why
+from pipeline.expert.precision import accumulate, scheme_for, why
 from pipeline.expert.rowkernel import Emitted, dtype_size, next_pow2, wide_offsets
 from pipeline.expert.values import Scope, ValueWriter
 
@@ -41,9 +41,6 @@ class ConvKernel:
         variables = [IndexVar("mi", (0, 2, 3), "mmask"), IndexVar("ni", (1,), "nmask")]
         self.tile_vars = tuple(variables)
         self.values = ValueWriter(graph, self.conv.shape, variables, set(kernel.nodes), names, {self.conv.id: "acc"})
-
-    def _precision(self) -> str:
-        return f', input_precision="{self.precision}"' if self.dtype == "float32" else ""
 
     def emit(self) -> Emitted:
         (sh, sw), (ph, pw), (dh, dw) = self.conv.attr("stride"), self.conv.attr("padding"), self.conv.attr("dilation")
@@ -79,7 +76,7 @@ class ConvKernel:
             f"    inside = (rm[:, None] < M) & (rk[None, :] < K) & (ih >= 0) & (ih < {self.h}) & (iw >= 0) & (iw < {self.wd})",
             f"    a = tl.load({self.values.ptr(self.x.id)} + image[:, None] * {sxn} + ci[None, :] * {sxc} + ih * {sxh} + iw * {sxw}, mask=inside, other=0.0)",
             f"    b = tl.load({self.values.ptr(self.w.id)} + rn[None, :] * {self.w.stride[0]} + {weight}, mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)",
-            f"    acc = tl.dot(a, b, acc{self._precision()})",
+            f"    {accumulate(self.dtype, self.precision)}",
             "# epilogue, on the accumulator in registers",
             "mi = rm[:, None]",
             "ni = rn[None, :]",

@@ -21,7 +21,7 @@ from pipeline.expert.fusion import Kernel
 from pipeline.expert.indexing import IndexVar, aligned, linear_index
 from pipeline.expert.ir import Graph
 from pipeline.expert.options import Options
-from pipeline.expert.precision import scheme_for, why
+from pipeline.expert.precision import accumulate, scheme_for, why
 from pipeline.expert.rowkernel import Emitted, dtype_size, next_pow2, wide_offsets
 from pipeline.expert.values import Scope, ValueWriter
 
@@ -93,9 +93,6 @@ class GemmKernel:
         batch = linear_index("bidx", [self.domain[a] for a in self.batch], [strides[a] if sizes[a] > 1 else 0 for a in self.batch])
         return (f" + {batch}" if batch else ""), node.stride[-2], node.stride[-1]
 
-    def _precision(self) -> str:
-        return f', input_precision="{self.precision}"' if self.dtype == "float32" else ""
-
     def emit(self) -> Emitted:
         a_batch, sam, sak = self._operand_offset(self.a, "m", "k")
         b_batch, sbk, sbn = self._operand_offset(self.b, "k", "n")
@@ -127,7 +124,7 @@ class GemmKernel:
             "for k0 in range(0, K, BLOCK_K):",
             "    a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k0), other=0.0)",
             "    b = tl.load(b_ptrs, mask=(rk[:, None] < K - k0) & (rn[None, :] < N), other=0.0)",
-            f"    acc = tl.dot(a, b, acc{self._precision()})",
+            f"    {accumulate(self.dtype, self.precision)}",
             f"    a_ptrs += BLOCK_K * {sak}",
             f"    b_ptrs += BLOCK_K * {sbk}",
             "# epilogue, on the accumulator in registers",

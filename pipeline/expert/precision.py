@@ -71,3 +71,16 @@ def why(scheme: str, k: int, outputs: int, atol: float = FP32_TOLERANCE) -> str:
     """One line for a kernel's summary: the scheme and the margin the model gives it."""
     error = expected_max_error(scheme, k, outputs)
     return f"{scheme} (expected largest error {error:.1e} at K = {k} over {outputs:,} outputs, tolerance {atol:g})"
+
+
+def accumulate(dtype: str, scheme: str) -> str:
+    """The K loop's accumulation line. In exact fp32 (ieee, fused multiply-adds) one chain of K products rounds at
+    every step to the running sum's magnitude, so its error grows with K (a sequential fp32 GEMM at K = 8,192 missed
+    cuBLAS's accuracy on an H100: bench/results/2026-12-07-s25); each tile's BLOCK_K products summed from zero and
+    then added to the accumulator is a sum in two levels, a few times closer to the truth at the same cost. The
+    tensor-core schemes accumulate inside the dot."""
+    if dtype != "float32":
+        return "acc = tl.dot(a, b, acc)"
+    if scheme == "ieee":
+        return 'acc += tl.dot(a, b, input_precision="ieee")  # summed in two levels: each tile from zero, then into acc'
+    return f'acc = tl.dot(a, b, acc, input_precision="{scheme}")'

@@ -224,9 +224,13 @@ def disputable(result: TrialResult) -> bool:
     return not result.passed and DISPUTED in result.detail
 
 
-def referee(outs: list[torch.Tensor], refs: list[torch.Tensor], truths: list[torch.Tensor], device: str = "cpu") -> tuple[bool, str]:
+def referee(outs: list[torch.Tensor], refs: list[torch.Tensor], truths: list[torch.Tensor], device: str = "cpu",
+            degenerate: bool = False) -> tuple[bool, str]:
     """(passed, detail): every fp32 output element within the tolerance of the float64 truth plus REFEREE_FACTOR
-    times the fp32 reference's own error there; elsewhere (other dtypes, NaN/Inf) as the plain comparison."""
+    times the fp32 reference's own error there; elsewhere (other dtypes, NaN/Inf) as the plain comparison. On a
+    degenerate problem (a constant would pass the tolerance) each output's error relative to the reference's
+    variation must stay within SIGNAL_TOLERANCE too, as in the plain comparison: the referee settles rounding, never
+    a constant."""
     if not (len(outs) == len(refs) == len(truths)):
         return False, "the float64 reference handed back another number of outputs"
     most = 0.0
@@ -254,6 +258,8 @@ def referee(outs: list[torch.Tensor], refs: list[torch.Tensor], truths: list[tor
                                f"(first at {_index(start + k, out.shape)}: candidate {float(o[k]):.7g}, float64 {float(t[k]):.7g}, "
                                f"fp32 reference {float(r[k]):.7g})")
             most = max(most, float(own.max()))
+        if degenerate and (err := signal_error(out.to(device), ref.to(device))) > SIGNAL_TOLERANCE[torch.float32]:
+            return False, f"output {i}: degenerate problem: error relative to the reference's variation is {err:.3g} > {SIGNAL_TOLERANCE[torch.float32]:g}"
     return True, f"as close to the float64 reference as the fp32 reference is (whose own error there reaches {most:.2e})"
 
 

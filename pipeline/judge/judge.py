@@ -186,7 +186,16 @@ class Judge:
         wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, (opts.signed_trial, opts.scaled_trial, opts.outlier_trial)) if on)
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
         derived = tuple(reference.result.get("derived", [])) if reference is not None and other_shapes else ()
-        return Draw.new(opts, hidden, opts.timed_input_sets if self.timing_enabled else 0, derived, other_shapes)
+        timed = self._timed_sets(reference) if reference is not None else (opts.timed_input_sets if self.timing_enabled else 0)
+        return Draw.new(opts, hidden, timed, derived, other_shapes)
+
+    def _timed_sets(self, reference: Reference) -> int:
+        """The timed input sets of a check: the options' number, cut on a GPU to what fits beside the reference
+        (pipeline.judge.limits.fitting_timed_sets)."""
+        if not self.timing_enabled:
+            return 0
+        footprint = self._footprint(reference, self.options.timed_input_sets)
+        return limits.fitting_timed_sets(footprint, _device_total_bytes()) if self.compare_device == "cuda" else footprint.timed_sets
 
     def _ahead(self, reference: Reference) -> int:
         """How many checked sets of reference outputs the reference's worker may compute before the judge lets go
@@ -195,6 +204,9 @@ class Judge:
 
     def footprint(self, reference: Reference) -> limits.Footprint:
         """The judge's footprint for this problem (pipeline.judge.limits.Footprint), from its recorded sizes."""
+        return self._footprint(reference, self._timed_sets(reference))
+
+    def _footprint(self, reference: Reference, timed: int) -> limits.Footprint:
         result = reference.result
         outputs = _output_bytes(reference, FIRST_TRIAL)
         weights = int(result.get("weight_bytes", 0))
@@ -202,7 +214,6 @@ class Judge:
         inputs = int(result.get("input_bytes", max(0, int(result.get("min_bytes", 0)) - outputs - weights)))
         derived = len(reference.result.get("derived", []))
         checked = self.options.correctness_trials + len(reference.hidden) + derived + min(derived, AGAIN)
-        timed = self.options.timed_input_sets if self.timing_enabled else 0
         return limits.Footprint(inputs, outputs, weights, min(self._ahead(reference), max(1, checked)), timed)
 
     def job_limits(self, footprint: limits.Footprint) -> limits.Limits:
@@ -516,10 +527,10 @@ class Comparer:
     def _disputable(self, call: str, refs: list[torch.Tensor]) -> bool:
         """A miss the float64 referee may settle: fp32 values outside the tolerance by no more than rounding can
         explain (compare.REFEREE_SCALE of the output's scale: a wrong formula misses by the values themselves), on a
-        set the reference can compute again (the checked sets and the audit call; not repeats or timed trials), on a
-        problem that is not degenerate."""
+        set the reference can compute again (the checked sets and the audit call; not repeats or timed trials). On a
+        degenerate problem too: the referee then also asks for the error relative to the reference's variation."""
         result = self.results[call]
-        if self.degeneracy.degenerate or not compare.disputable(result):
+        if not compare.disputable(result):
             return False
         scale = max((float(r.abs().max()) for r in refs if r.is_floating_point() and r.numel()), default=0.0)
         if (result.max_abs_err or 0.0) > compare.REFEREE_SCALE * scale:
@@ -546,7 +557,8 @@ class Comparer:
         with self._lock:
             for call in [c for c in self.disputed if self.draw.reference_name(c) == name or c == name]:
                 outs, refs = self.disputed.pop(call)
-                passed, detail = compare.referee(outs, refs, [t.to(self.device) for t in tensors], device=self.device)
+                passed, detail = compare.referee(outs, refs, [t.to(self.device) for t in tensors], device=self.device,
+                                                 degenerate=self.degeneracy.degenerate)
                 if passed:
                     old = self.results[call]
                     self.results[call] = dataclasses.replace(old, passed=True, detail=detail)

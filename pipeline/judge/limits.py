@@ -18,6 +18,8 @@ Imports: the standard library only (the fork server's children apply these).
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import resource
 import signal
@@ -90,6 +92,10 @@ class Footprint:
                                                trial's reference is cut to its repeats' subsamples once the trial
                                                is compared; C: the comparison's chunks and 1 GiB of waiting)
       timed calls    candidate W + (T + 1)·I + 2O  (the timed sets and the fixed buffers they are loaded into)
+                   + reference W + I + O       (it may still compute the verified timed trials' outputs then: a
+                                               16 GB pooling input on an 80 GB card, T = 3, ran the reference out of
+                                               GPU memory at re-verification, bench/results/2026-12-07-s25; on a
+                                               GPU, T is cut to what fits, `fitting_timed_sets`)
       reference run  W + (T + 1)·I + O        (its baselines, timed the same way)
     so at most 2W + 2I + (A + 3)·O + C = 2P + (A + 1)·O + C: 4.5 P for A = 2, I = O and W = 0; the reference's
     own temporaries come on top, as they do in any harness that runs it.
@@ -121,7 +127,7 @@ class Footprint:
     def device_bytes(self) -> int:
         w, i, o = self.weight_bytes, self.input_bytes, self.output_bytes
         checked = (w + i + o) + (w + i + o) + (self.ahead_sets + 1) * o + COMPARE_BYTES
-        timed = w + (self.timed_sets + 1) * i + 2 * o
+        timed = (w + (self.timed_sets + 1) * i + 2 * o) + (w + i + o if self.timed_sets else 0)
         reference = w + (self.timed_sets + 1) * i + o
         return max(checked, timed, reference) + 2 * DEVICE_RESERVE_BYTES
 
@@ -152,6 +158,15 @@ class Footprint:
             return (f"the problem cannot be judged on this machine: the judge needs about {self.host_need_bytes(device) / gb:.3g} GB "
                     f"of host memory for it ({shape}), the machine has {host_available / gb:.3g} GB")
         return ""
+
+
+def fitting_timed_sets(footprint: Footprint, device_available: int) -> int:
+    """The most timed input sets, up to the footprint's own and at least 1, whose check fits `device_available` (a
+    GPU that holds three copies of a 16 GB input beside the reference's holds two)."""
+    timed = footprint.timed_sets
+    while timed > 1 and dataclasses.replace(footprint, timed_sets=timed).device_bytes() > device_available:
+        timed -= 1
+    return timed
 
 
 def problem_limits(footprint: Footprint, device: str, memory_gb: float | None = None) -> Limits:

@@ -20,10 +20,14 @@ GB = 2**30
 
 
 def test_the_device_footprint_is_the_stated_multiple_of_the_problem():
-    """I = O = 4 GB, no weights, two sets ahead: 2I + 5O plus the comparison's chunks and two contexts' slack."""
+    """I = O = 4 GB, no weights, two sets ahead, three timed sets: the timed calls decide, the candidate's
+    (T + 1)I + 2O beside the reference's I + O (it may still compute the verified timed trials' outputs), 5I + 3O,
+    plus two contexts' slack; the checked calls' 2I + 5O and the comparison's chunks come below it."""
     footprint = limits.Footprint(4 * GB, 4 * GB, 0, ahead_sets=2, timed_sets=3)
     assert footprint.problem_bytes == 8 * GB
-    expected = 2 * 4 * GB + 5 * 4 * GB + limits.COMPARE_BYTES + 2 * limits.DEVICE_RESERVE_BYTES
+    checked = 2 * 4 * GB + 5 * 4 * GB + limits.COMPARE_BYTES
+    expected = 5 * 4 * GB + 3 * 4 * GB + 2 * limits.DEVICE_RESERVE_BYTES
+    assert expected > checked + 2 * limits.DEVICE_RESERVE_BYTES
     assert footprint.device_bytes() == expected
     assert footprint.device_bytes() < 80 * GB  # the norm problem that ran out of memory on an 80 GB H100 fits
 
@@ -38,7 +42,20 @@ def test_kernelbench_s_8_gib_norms_fit_an_80_gb_card():
 
 def test_the_timed_phase_decides_when_inputs_dwarf_outputs():
     footprint = limits.Footprint(10 * GB, 1, 0, ahead_sets=2, timed_sets=3)
-    assert footprint.device_bytes() == 4 * 10 * GB + 2 + 2 * limits.DEVICE_RESERVE_BYTES
+    assert footprint.device_bytes() == 4 * 10 * GB + 2 + (10 * GB + 1) + 2 * limits.DEVICE_RESERVE_BYTES
+
+
+def test_a_gpu_times_as_many_input_sets_as_fit_beside_the_reference():
+    """KernelBench's level1/45 (average pooling, a 16 GB input, 0.14 GB out): its check passed on an 80 GB H100, then
+    its re-verification ran the reference out of GPU memory while the candidate held three timed sets and their
+    buffer (bench/results/2026-12-07-s25). Two timed sets fit beside the reference; a small problem keeps three."""
+    pooling = limits.Footprint(16 * GB, 16 * 64 * 186 * 186 * 4, 0, ahead_sets=2, timed_sets=3)
+    card = int(79.18 * GB)
+    assert pooling.device_bytes() > card
+    assert limits.fitting_timed_sets(pooling, card) == 2
+    assert not limits.Footprint(16 * GB, pooling.output_bytes, 0, 2, 2).does_not_fit("cuda", 128 * GB, card)
+    assert limits.fitting_timed_sets(limits.Footprint(GB, GB, 0, 2, 3), card) == 3
+    assert limits.fitting_timed_sets(limits.Footprint(40 * GB, GB, 0, 2, 3), card) == 1  # then does_not_fit says why
 
 
 def test_weights_count_once_per_process_that_holds_the_model():

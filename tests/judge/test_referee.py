@@ -80,3 +80,25 @@ def test_exact_elements_joined_to_noisy_ones_get_no_slack():
     whole = torch.cat([(x + 1e6) - 1e6, torch.tanh(y)], dim=1)
     whole[:, 96:] = torch.tanh(y).bfloat16().float()  # the same bf16 part beside the reference's own noisy part
     assert not referee([whole], [reference], [truth])[0]
+
+
+def test_on_a_degenerate_problem_the_referee_settles_rounding_but_never_a_constant():
+    """A problem whose outputs are small beside the tolerance (a ReLU after a subtraction: most near zero) is
+    degenerate: zeros would pass atol. Its honest kernel may still miss 1e-4 at one element of a long fp32 sum
+    (KernelBench's level2/9 at batch 1 with outlier values, bench/results/2026-12-07-s25): the referee settles it
+    there as anywhere, and still asks for the error relative to the reference's variation, so zeros fail."""
+    generator = torch.Generator().manual_seed(5)
+    truth = 1.5e-5 * torch.randn(4096, generator=generator, dtype=torch.float64)
+    truth[17] = 0.24  # one large output, its long sum rounded by the reference
+    reference = (truth + 1e-6 * torch.randn(4096, generator=generator, dtype=torch.float64)).float()
+    reference[17] = 0.24 + 1.1e-4
+    honest = (truth + 5e-7 * torch.randn(4096, generator=generator, dtype=torch.float64)).float()
+    honest[17] = 0.24 - 3e-5  # misses the fp32 reference by 1.4e-4 there, yet closer to the truth
+    plain = compare_outputs("trial_1", [honest], [reference], degenerate=True)
+    assert disputable(plain), plain.detail
+    assert referee([honest], [reference], [truth], degenerate=True)[0]
+    zeros = torch.zeros_like(reference)
+    zeros[17] = 0.24  # exact at the one large element, zero wherever atol would let it be
+    assert referee([zeros], [reference], [truth])[0]  # the element test alone would let it through...
+    passed, detail = referee([zeros], [reference], [truth], degenerate=True)
+    assert not passed and "degenerate problem: error relative to the reference's variation" in detail, detail
