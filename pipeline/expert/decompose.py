@@ -183,7 +183,7 @@ class Decomposer:
             **{k: self.unary for k in UNARY}, **{k: self.binary for k in BINARY}, **{k: self.reflected for k in REFLECTED},
             **{k: self.view for k in VIEWS}, **{k: self.identity for k in IDENTITIES},
             "clamp": self.clamp, "clip": self.clamp, "clamp_min": self.clamp, "clamp_max": self.clamp, "where": self.where,
-            "masked_fill": self.masked_fill,
+            "masked_fill": self.masked_fill, "triu": self.triangle, "tril": self.triangle, "einsum": self.einsum,
             "pow": self.pow, "__pow__": self.pow, "__rpow__": self.rpow, "float_power": self.pow,
             "softmax": self.softmax, "log_softmax": self.softmax, "logsumexp": self.logsumexp,
             "sum": self.sum, "mean": self.sum, "amax": self.amax, "amin": self.amax, "max": self.max, "min": self.max,
@@ -272,6 +272,33 @@ class Decomposer:
         if isinstance(value, V) and self.b.node(value).dtype != dtype:
             value = self.b.pw("cast", value, to=dtype)
         return self.b.pw("where", mask, value, x, dtype=dtype)
+
+    def triangle(self, call: Call, base: str) -> V:
+        """`torch.triu(x, diagonal)` keeps the elements whose column minus row is at least `diagonal`, `tril` those
+        at most it, over the last two dimensions: a where on their indices (iota), zero elsewhere, in x's dtype."""
+        a = self.bind(call, ("input", "diagonal"))
+        x, diagonal = self._tensor(a["input"]), a.get("diagonal", 0)
+        shape, dtype = self.shape(x), self.b.node(x).dtype
+        if len(shape) < 2 or type(diagonal) is not int:
+            raise NotLowered()
+        offset = self.b.pw("sub", self.b.iota(shape, len(shape) - 1), self.b.iota(shape, len(shape) - 2))
+        keep = self.b.pw("ge" if base == "triu" else "le", offset, diagonal)
+        return self.b.pw("where", keep, x, 0.0, dtype=dtype)
+
+    def einsum(self, call: Call, base: str) -> V:
+        """`torch.einsum` of two operands that contracts the last index of the first with the first of a 2-D second,
+        every other index kept in order ("bijl,lk->bijk"): a matmul over the first operand's leading dimensions."""
+        equation, *operands = call.args
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = list(operands[0])
+        if not isinstance(equation, str) or len(operands) != 2 or "->" not in equation or "." in equation:
+            raise NotLowered()
+        inputs, out = equation.replace(" ", "").split("->")
+        first, _, second = inputs.partition(",")
+        if len(second) != 2 or not first or first[-1] != second[0] or out != first[:-1] + second[1] or len(set(out)) != len(out) or second[0] in out:
+            raise NotLowered()
+        x, y = self._tensor(self.value(operands[0])), self._tensor(self.value(operands[1]))
+        return self._finish(call, self._matmul(x, y))
 
     def clamp(self, call: Call, base: str) -> V:
         x = self._tensor(self.value(call.args[0]))

@@ -86,3 +86,15 @@ def test_pooling_is_a_reduction_over_windows_and_what_no_rule_covers_stays_a_lib
     assert sorted(len(n.attr("kernel")) for n in graph.nodes if n.op == "window") == [1, 1, 2, 2, 3]
     graph = decompose(capture(fixture("zoo_library").read_text()).tape)
     assert {"F.max_pool2d", "F.avg_pool2d"} <= {n.fn for n in graph.nodes if n.op == "library"}
+
+
+def test_triangles_and_an_einsum_that_is_a_matmul_lower_and_other_einsums_stay_library_calls():
+    """triu and tril of a product (any diagonal) are a where on the indices of their last two dimensions; an einsum
+    contracting the first operand's last index with a 2-D second's first is a matmul (zoo_glue, checked against
+    torch with the others above). An einsum of another form stays a library call."""
+    graph = decompose(capture(fixture("zoo_glue").read_text()).tape)
+    assert not [n.fn for n in graph.nodes if n.op == "library"]
+    assert sum(n.op == "matmul" for n in graph.nodes) == 2 and any(n.op == "iota" for n in graph.nodes)
+    other = fixture("zoo_glue").read_text().replace('"bijl,lk->bijk"', '"bijl,kl->bijk"').replace("torch.randn(24, 16)]", "torch.randn(16, 24)]")
+    graph = decompose(capture(other).tape)
+    assert [n.fn for n in graph.nodes if n.op == "library"] == ["torch.einsum"]
