@@ -48,6 +48,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "norm": ("input", "p", "dim", "keepdim"), "vector_norm": ("input", "ord", "dim", "keepdim"),
     "F.normalize": ("input", "p", "dim", "eps"), "F.cosine_similarity": ("x1", "x2", "dim", "eps"),
     "F.mse_loss": ("input", "target", "size_average", "reduce", "reduction", "weight"),
+    "F.scaled_dot_product_attention": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"),
+    "F.triplet_margin_loss": ("anchor", "positive", "negative", "margin", "p", "eps", "swap", "size_average", "reduce", "reduction"),
     "F.l1_loss": ("input", "target", "size_average", "reduce", "reduction"),
     "F.smooth_l1_loss": ("input", "target", "size_average", "reduce", "reduction", "beta"),
     "F.huber_loss": ("input", "target", "reduction", "delta", "weight"),
@@ -171,6 +173,7 @@ class Decomposer:
             "F.cross_entropy": self.cross_entropy, "F.nll_loss": self.nll_loss, "F.kl_div": self.kl_div,
             "F.binary_cross_entropy": self.bce, "F.binary_cross_entropy_with_logits": self.bce_logits, "F.dropout": self.dropout,
             "F.softmax": self.softmax, "F.log_softmax": self.softmax, "F.conv2d": self.conv2d,
+            "F.scaled_dot_product_attention": self.attention, "F.triplet_margin_loss": self.triplet_margin_loss,
             **{f"F.{kind}_pool{d}d": self.pool for kind in ("max", "avg", "adaptive_max", "adaptive_avg") for d in (1, 2, 3)},
         }
         if fn in specific:
@@ -502,6 +505,40 @@ class Decomposer:
             return self.b.pw("sub", shifted, self.b.pw("log", total))
         return self.b.pw("div", exps, total)
 
+    def attention(self, call: Call, base: str) -> V:
+        """`F.scaled_dot_product_attention` without dropout: softmax(q k^T * scale, masked) v, as hand-written
+        attention lowers (the scores a matmul with its epilogue, the softmax a row kernel, then the value product).
+        A boolean mask keeps where True, a float mask is added; `is_causal` keeps key positions up to the query's
+        (top-left aligned, as torch's)."""
+        a = self.bind(call, SIGNATURES["F.scaled_dot_product_attention"])
+        q, k, v = (self._tensor(a[name]) for name in ("query", "key", "value"))
+        mask, causal = a.get("attn_mask"), a.get("is_causal", False)
+        if a.get("dropout_p", 0.0) != 0 or a.get("enable_gqa", False) or (mask is not None and causal) or not isinstance(causal, bool):
+            raise NotLowered()
+        qs, ks = self.shape(q), self.shape(k)
+        if len(qs) < 2 or len(ks) != len(qs) or self.b.node(q).dtype not in FLOATS:
+            raise NotLowered()
+        scale = a.get("scale")
+        scale = 1.0 / math.sqrt(qs[-1]) if scale is None else scale
+        if not isinstance(scale, (int, float)):
+            raise NotLowered()
+        scores = self.b.pw("mul", self._matmul(q, self.b.view(k, "transpose", -2, -1)), float(scale))
+        shape = self.shape(scores)
+        if causal:
+            offset = self.b.pw("sub", self.b.iota(shape, len(shape) - 1), self.b.iota(shape, len(shape) - 2))
+            scores = self.b.pw("where", self.b.pw("le", offset, 0), scores, float("-inf"))
+        elif isinstance(mask, V):
+            if self.b.node(mask).dtype == "bool":
+                scores = self.b.pw("where", mask, scores, float("-inf"))
+            else:
+                scores = self.b.pw("add", scores, mask)
+        elif mask is not None:
+            raise NotLowered()
+        axes = (len(shape) - 1,)
+        exps = self.b.pw("exp", self.b.pw("sub", scores, self.b.reduce("max", scores, axes)))
+        weights = self.b.pw("div", exps, self.b.reduce("sum", exps, axes))
+        return self._finish(call, self._matmul(weights, v))
+
     def _affine(self, y: V, weight: Any, bias: Any, shape: tuple[int, ...] | None = None) -> V:
         if isinstance(weight, V):
             y = self.b.pw("mul", y, self.b.reshaped(weight, shape) if shape else weight)
@@ -634,6 +671,30 @@ class Decomposer:
         if a.get("size_average") is not None or a.get("reduce") is not None:
             raise NotLowered()
         return a.get("reduction", "mean")
+
+    def triplet_margin_loss(self, call: Call, base: str) -> V:
+        """max(d(a, p) - d(a, n) + margin, 0), d the p-norm of x1 - x2 + eps along the last dimension (with `swap`,
+        d(a, n) is the smaller of it and d(p, n)), reduced as asked."""
+        a = self.bind(call, SIGNATURES["F.triplet_margin_loss"])
+        anchor, positive, negative = (self._tensor(a[name]) for name in ("anchor", "positive", "negative"))
+        norm, eps, margin = a.get("p", 2), a.get("eps", 1e-6), a.get("margin", 1.0)
+        if not all(isinstance(x, (int, float)) for x in (norm, eps, margin)) or norm <= 0 or len(self.shape(anchor)) < 1:
+            raise NotLowered()
+        axes = (len(self.shape(anchor)) - 1,)
+
+        def distance(x1: V, x2: V) -> V:
+            d = self.b.pw("abs", self.b.pw("add", self.b.pw("sub", x1, x2), float(eps)))
+            if norm == 2:
+                return self.b.pw("sqrt", self.b.reduce("sum", self.b.pw("mul", d, d), axes))
+            if norm == 1:
+                return self.b.reduce("sum", d, axes)
+            return self.b.pw("pow", self.b.reduce("sum", self.b.pw("pow", d, exponent=float(norm)), axes), exponent=1.0 / norm)
+
+        positive_d, negative_d = distance(anchor, positive), distance(anchor, negative)
+        if a.get("swap", False):
+            negative_d = self.b.pw("minimum", negative_d, distance(positive, negative))
+        loss = self.b.pw("clamp", self.b.pw("add", self.b.pw("sub", positive_d, negative_d), float(margin)), lo=0.0, hi=None)
+        return self._reduce_loss(call, loss, self._legacy(a))
 
     def mse_loss(self, call: Call, base: str) -> V:
         a = self.bind(call, SIGNATURES["F.mse_loss"])

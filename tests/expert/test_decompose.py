@@ -98,3 +98,16 @@ def test_triangles_and_an_einsum_that_is_a_matmul_lower_and_other_einsums_stay_l
     other = fixture("zoo_glue").read_text().replace('"bijl,lk->bijk"', '"bijl,kl->bijk"').replace("torch.randn(24, 16)]", "torch.randn(16, 24)]")
     graph = decompose(capture(other).tape)
     assert [n.fn for n in graph.nodes if n.op == "library"] == ["torch.einsum"]
+
+
+def test_scaled_dot_product_attention_and_the_triplet_loss_lower():
+    """F.scaled_dot_product_attention (causal, boolean and float masks, a given scale) is scores, a masked softmax and
+    the value product; the triplet margin loss is distances and a clamp (zoo_attention, zoo_triplet, checked against
+    torch with the others above). Attention with dropout stays a library call."""
+    for name in ("zoo_attention", "zoo_triplet"):
+        graph = decompose(capture(fixture(name).read_text()).tape)
+        assert not [n.fn for n in graph.nodes if n.op == "library"], name
+    dropping = fixture("zoo_attention").read_text().replace("plain = F.scaled_dot_product_attention(q, k, v)",
+                                                           "plain = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)")
+    graph = decompose(capture(dropping).tape)
+    assert [n.fn for n in graph.nodes if n.op == "library"] == ["F.scaled_dot_product_attention"]

@@ -31,6 +31,8 @@ CASES = [  # (id, problem, options, a rule the record must name, text the source
     ("pooling_windows_padded", fixture("zoo_windows"), Options(), "row_reduction", 'other=float("-inf"))'),
     ("masked_fill_attention", fixture("masked_attention"), Options(), "triton_gemm_epilogue", "tl.where("),
     ("triangles_and_einsum", fixture("zoo_glue"), Options(), "triton_gemm_epilogue", "tl.where("),
+    ("scaled_dot_product_attention", fixture("zoo_attention"), Options(), "row_reduction", "tl.dot"),
+    ("triplet_margin_loss", fixture("zoo_triplet"), Options(), "row_reduction", "tl.sqrt("),
     ("norms", fixture("zoo_norms"), Options(), "row_reduction", "tl.rsqrt"),
     ("triton_gemm_tf32x3", tiny("7_Linear_Residual_Tanh"), Options(precision="tf32x3"), "triton_gemm_epilogue", 'input_precision="tf32x3"'),
     ("triton_gemm_ieee", tiny("1_Linear_GELU_Scale"), Options(precision="ieee"), "triton_gemm_epilogue", 'input_precision="ieee"'),
