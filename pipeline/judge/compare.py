@@ -236,8 +236,9 @@ def referee(outs: list[torch.Tensor], refs: list[torch.Tensor], truths: list[tor
     most = 0.0
     for i, (out, ref, truth) in enumerate(zip(outs, refs, truths)):
         if out.dtype != torch.float32 or out.shape != ref.shape or truth.shape != ref.shape:
-            if not compare_tensor(out.to(device), ref.to(device), degenerate=False)[0]:
-                return False, f"output {i} is not an fp32 tensor the referee can settle"
+            passed, _, _, detail = compare_tensor(out.to(device), ref.to(device), degenerate=degenerate)  # as the plain check would
+            if not passed:
+                return False, f"output {i}, not an fp32 tensor the referee can settle: {detail}"
             continue
         flat_out, flat_ref, flat_truth = out.reshape(-1), ref.reshape(-1), truth.reshape(-1)
         flat_floor = typical_error(ref, truth, device).reshape(-1)
