@@ -162,8 +162,9 @@ class EvalResult:
     # worker_waited_for_plan, worker_import_construct, worker_calls, worker_timing)
     input_seeds: dict[str, int] = field(default_factory=dict)  # the seed of every input set this check drew (from
     # the operating system's randomness, told to the candidate only call by call): enough to reproduce its inputs
-    generality: str = ""  # on inputs of other shapes: "general", "specialised to the problem's shapes", "not checked" (no derived
-    # input the reference runs on), or "" (not judged there: the check was off or the verdict failed)
+    generality: str = ""  # on inputs of other shapes: "general", "general in the leading size" (other sizes of a later
+    # dimension refused), "specialised to the problem's shapes", "not checked" (no derived input the reference runs
+    # on), or "" (not judged there: the check was off or the verdict failed)
     reference_source: str = ""  # where the reference's facts came from: memory, disk or computed (its outputs are
     # computed afresh for every check's inputs)
 

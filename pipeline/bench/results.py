@@ -220,10 +220,13 @@ def report(run: BenchRunRecord, table: list[dict[str, Any]]) -> str:
     shaped = [r for r in correct if r.get("generality")]
     if shaped:
         general = sum(r["generality"] == "general" for r in shaped)
+        leading = sum(r["generality"] == "general in the leading size" for r in shaped)
         unchecked = sum(r["generality"] == "not checked" for r in shaped)
-        lines += ["", f"On inputs of other shapes (the batch halved, odd, doubled plus one), {general} of the {len(shaped)} verified "
-                  f"kernels are general and {len(shaped) - general - unchecked} specialised to the problem's shapes (refusing others "
-                  f"in one line)" + (f"; {unchecked} not checked (the reference runs on no such inputs)" if unchecked else "") + "."]
+        lines += ["", f"On inputs of other shapes (the batch halved, odd, doubled plus one; a row length odd and doubled plus one), "
+                  f"{general} of the {len(shaped)} verified kernels are general"
+                  + (f", {leading} general in the leading size (refusing other sizes of a later dimension in one line)" if leading else "")
+                  + f" and {len(shaped) - general - leading - unchecked} specialised to the problem's shapes (refusing others in one line)"
+                  + (f"; {unchecked} not checked (the reference runs on no such inputs)" if unchecked else "") + "."]
     slower = [r for r in table if r.get("versus_compile")]
     if slower:
         lines += ["", f"{len(slower)} of the {sum(1 for r in table if r['correct'] and not r.get('keeps_reference', True))} kernels kept "

@@ -58,17 +58,20 @@ def _kinds(kinds: list[str], count: int) -> list[str]:
     return chosen
 
 
-def _other_size(plan: dict[str, Any], used: set[tuple[int, int]]) -> int:
-    """A size on the same side of the problem's as the plan's (below it: 1 to n-1; above: n+1 to the plan's own, which
-    the reference's first run ran and the growth limit allowed), at random, none of the sizes in `used` where any is
-    left; else the plan's."""
-    n, new, anchor = int(plan["nominal"]), int(plan["new"]), plan["anchor"]
-    low, high = (1, n - 1) if new < n else (n + 1, new)
-    if high - low + 1 <= sum(1 for a, k in used if a == anchor and low <= k <= high):
+def _other_size(plan: dict[str, Any], used: set[tuple[int, int, int]]) -> int:
+    """A size on the same side of the problem's as the plan's (below it: 1 to n-1; above: n+1 to the plan's `most`, up
+    to 16n + 15 as the growth limit allows, drawn log-uniformly: a grid capped just above the largest planned size
+    is met half the time), at random, none of the sizes in `used` where any is left; else the plan's."""
+    n, new, key = int(plan["nominal"]), int(plan["new"]), (plan["anchor"], plan.get("dim", 0))
+    low, high = (1, n - 1) if new < n else (n + 1, int(plan.get("most", new)))
+    if high - low + 1 <= sum(1 for a, d, k in used if (a, d) == key and low <= k <= high):
         return new
     while True:
-        size = low + secrets.randbelow(high - low + 1)
-        if (anchor, size) not in used:
+        if new < n:
+            size = low + secrets.randbelow(high - low + 1)
+        else:  # log-uniform: as likely between n and 4n as between 4n and 16n
+            size = min(high, int(low * (high / low) ** (secrets.randbelow(10**6) / 10**6)))
+        if (*key, size) not in used:
             return size
 
 
@@ -117,13 +120,21 @@ class Draw:
         # and AGAIN of them are asked for once more near the end (pipeline.judge.worker.ask_again), drawn afresh: the
         # first at its source's own size (a kernel that keeps its first answer at a size is asked there again), the
         # second at a size of its side of the problem's that no other set has (sizes known ahead can be
-        # special-cased), the third at another set's own size, a size seen before, after the first came back to one
+        # special-cased; above the problem's where a set is, up to 16n + 15, so a grid capped past the largest size
+        # planned is met), the third at another set's own size, a size seen before, after the first came back to one
         # (a kernel whose state goes bad once a size is seen twice is met there), below the problem's where one is
         # (cheaper). Their values are drawn afresh too: with few sets, some kind would otherwise never meet another shape.
-        used = {(d["resize"]["anchor"], d["resize"]["new"]) for d in derived}
+        used = {(d["resize"]["anchor"], d["resize"].get("dim", 0), d["resize"]["new"]) for d in derived}
         pick = secrets.SystemRandom()
-        again = pick.sample(shaped, min(AGAIN - 1, len(shaped)))
-        if len(again) == AGAIN - 1 and (left := [s for s in shaped if s not in again]):
+        # all three among the leading sizes where any (a kernel that answered them and refuses them at the end is met
+        # whatever it did with another dimension, and the drawn one is a batch no set had); the second, drawn, above
+        # the problem's where one is
+        leading = [s for s in shaped if not s["resize"].get("dim")] or shaped
+        again = pick.sample(leading, min(1, len(leading)))
+        others = [s for s in leading if s not in again] or [s for s in shaped if s not in again]
+        if again and others:
+            again.append(pick.choice([s for s in others if s["resize"]["new"] > s["resize"]["nominal"]] or others))
+        if len(again) == AGAIN - 1 and (left := [s for s in leading if s not in again] or [s for s in shaped if s not in again]):
             below = [s for s in left if s["resize"]["new"] < s["resize"]["nominal"]]
             again.append(pick.choice(below or left))
         shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),

@@ -428,7 +428,7 @@ class Comparer:
             expected = self.structure.get(self.draw.source_name(call), first).get("tensors", [])
             limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
             if call in self.draw.shaped_names:  # the problem's own size on another shape: a wrong answer, compared
-                limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])))
+                limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])), self._drawn_bytes(call))
             given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
             if given > limit:
                 return f"call {call} handed over {given} bytes of outputs, more than the reference's {limit}"
@@ -442,10 +442,16 @@ class Comparer:
         first = self.structure.get(self.draw.trials[0]["name"], {}) if self.draw else {}
         expected = self.structure.get(self.draw.source_name(call) if self.draw else call, first).get("tensors", [])
         limit = sum(_nbytes(t["dtype"], t["shape"]) for t in expected)
-        if self.draw and call in self.draw.shaped_names:  # a size drawn for this check is at most the problem's or the first run's
-            limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])))
+        if self.draw and call in self.draw.shaped_names:  # a size drawn for this check: the problem's, the first run's, or the growth limit
+            limit = max(limit, sum(_nbytes(t["dtype"], t["shape"]) for t in first.get("tensors", [])), self._drawn_bytes(call))
         given = sum(_nbytes(str(d).removeprefix("torch."), list(s)) for d, s in specs)
         return f"the reference's {call} handed over {given} bytes of outputs, more than its recorded {limit}" if given > limit else ""
+
+    def _drawn_bytes(self, call: str) -> int:
+        """A set asked for again at a size drawn above its source's (up to 16n + 15): the growth limit its plan had
+        (pipeline.judge.resize), the most bytes of outputs taken there; 0 for any other call."""
+        spec = next((s for s in self.draw.derived if s["name"] == self.draw.reference_name(call)), {})
+        return int(spec["resize"].get("bytes", 0)) if spec.get("again") else 0
 
     def reference_refused(self, record: dict[str, Any]) -> None:
         """The reference refused a set of another shape drawn afresh (its first run took that shape with another

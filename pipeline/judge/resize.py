@@ -1,4 +1,4 @@
-"""Inputs of other shapes, made inside a worker: the problem's own draws at another leading size.
+"""Inputs of other shapes, made inside a worker: the problem's own draws at another size.
 
 A derived input set (pipeline.judge.shapes says why the judge asks for them) is the problem's `get_inputs()` under
 the set's seed, with the leading size of one tensor input (its anchor: the k-th tensor input with a leading
@@ -6,6 +6,10 @@ dimension) set to another value: cut, or grown by further draws of `get_inputs()
 process draws the same values). Either every tensor input of the anchor's leading size changes with it (a batch
 shared by several inputs) or the anchor alone; an integer input equal to the anchor's size follows a shared change
 (a row count passed beside the tensors), and at a few sizes changes alone (`tensors: False`).
+
+A set may vary another dimension instead (`dim` > 0: a row length, a channel count, a spatial size): every
+dimension of that size of every tensor input (a reduction length shared by two operands; the anchor's own leading
+size excepted), or that dimension alone, cut or grown the same way. A kernel that writes a row length as a literal is right only at the problem's.
 
 The reference's first run (its facts) probes which derivations it runs on: `plans` lists them in the order tried.
 
@@ -36,6 +40,10 @@ APART = ("halved", "doubled_plus_one")  # also tried for the anchor alone, and w
 # what the reference's worker says when the reference refuses a set of another shape it took in its first run
 OTHER_SHAPE_FAILED = "the reference failed on inputs of another shape drawn afresh"
 MAX_ANCHORS = 6  # tensor inputs tried as the batch's carrier: each distinct leading size, in order
+DIM_SIZES = ("odd", "doubled_plus_one")  # the sizes tried for another dimension: odd below, and odd above twice it
+MAX_DIMS = 2  # other dimensions tried: each distinct size of a dimension past the first, in order
+MOST_FACTOR = 16  # a size drawn for a check above the problem's goes up to 16n + 15 (pipeline.judge.draw), growth allowing
+# (a plan above the problem's keeps `most`, that size, and `bytes`, the growth limit: the outputs the judge takes there)
 GROWTH_BYTES = 1 << 30  # a size above the problem's is tried while its inputs and outputs stay below this...
 GROWTH_FACTOR, GROWTH_MOST = 2.2, 8 << 30  # ...or below 2.2x the problem's own, and never above 8 GiB
 
@@ -80,10 +88,11 @@ def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
             if new > n and nominal + growing * (new - n) / n > limit:
                 continue
             seen.add(new)
+            most = {"most": _most(n, new, lambda m: nominal + growing * (m - n) / n <= limit), "bytes": int(limit)} if new > n else {}
 
             def plan(suffix: str, group: str, **how) -> dict[str, Any]:
                 return {"name": f"shape_{size}_{k}{suffix}", "group": group, "size": size, "anchor": k, "nominal": n,
-                        "new": new, **how}
+                        "new": new, **most, **how}
 
             found += [plan("", f"{size}_{k}", shared=True), plan("_alone", f"{size}_{k}", shared=False)]
             if (rank == 0 and size in APART or size == APART[0]) and len(shared) > 1:
@@ -96,32 +105,107 @@ def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
                     found.append(plan("_counts_kept", f"{size}_{k}_counts", shared=True, counts=False))
                     # and the integers alone, the tensors as they were (a count the kernel reads off a tensor)
                     found.append(plan("_counts_only", f"{size}_{k}_counts_only", shared=True, tensors=False))
+    return [*found, *_dim_plans(inputs, output_bytes, nominal, limit)]
+
+
+def dim_anchors(inputs: list[Any]) -> list[tuple[int, int]]:
+    """Other dimensions to vary, as (index into `tensor_positions`, dimension): each distinct size of a dimension
+    past the first, 2 or more, in the inputs' order."""
+    chosen, seen = [], set()
+    for k, i in enumerate(tensor_positions(inputs)):
+        for d in range(1, inputs[i].dim()):
+            size = inputs[i].shape[d]
+            if size >= 2 and size not in seen and len(chosen) < MAX_DIMS:
+                seen.add(size)
+                chosen.append((k, d))
+    return chosen
+
+
+def _dim_plans(inputs: list[Any], output_bytes: int, nominal: int, limit: float) -> list[dict[str, Any]]:
+    """For each other dimension and DIM_SIZES size: every dimension of that size changed (shared), then that one
+    alone; a size above the problem's only while the whole stays below the growth limit."""
+    positions, found = tensor_positions(inputs), []
+    for k, d in dim_anchors(inputs):
+        n = inputs[positions[k]].shape[d]
+        powers = [(inputs[i].numel() * inputs[i].element_size(), sum(1 for s in inputs[i].shape if s == n)) for i in positions]
+
+        def fits(new: int) -> bool:
+            grown = sum(b * ((new / n) ** p - 1) for b, p in powers if p)
+            return nominal + grown + output_bytes * (new / n - 1) <= limit
+
+        for size, rule in SIZES:
+            new = rule(n)
+            # never down to 1: a dimension of 2 or 3 cut to one row is another problem (the row that set the scale gone)
+            if size not in DIM_SIZES or new < 2 or new == n or new > n and not fits(new):
+                continue
+            base = {"size": size, "anchor": k, "dim": d, "nominal": n, "new": new}
+            if new > n:
+                base.update(most=_most(n, new, fits), bytes=int(limit))
+            found += [{"name": f"shape_dim{d}_{size}_{k}", "group": f"dim{d}_{size}_{k}", **base, "shared": True},
+                      {"name": f"shape_dim{d}_{size}_{k}_alone", "group": f"dim{d}_{size}_{k}", **base, "shared": False}]
     return found
 
 
+def _most(n: int, new: int, fits: Callable[[int], bool]) -> int:
+    """The largest size up to MOST_FACTOR * n + 15 that `fits`, at least `new` (which does)."""
+    most = MOST_FACTOR * n + 15
+    while most > new and not fits(most):
+        most = max(new, (most + new) // 2)
+    return most
+
+
 def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list[Any]]) -> list[Any]:
-    """`inputs` with the anchor's leading size (and, shared, every input of that size) set to spec["new"]: cut, or
-    grown by further draws (`draw_more()` gives another set of the problem's inputs)."""
+    """`inputs` with the anchor's size along spec["dim"] (the leading one unless given; shared: that dimension of
+    every input of that leading size, or, past the first dimension, every dimension of that size of every tensor
+    input) set to spec["new"]: cut, or grown by further draws (`draw_more()` gives another set of the problem's
+    inputs, drawn as needed and shared by every input, so every process draws the same values)."""
     positions = tensor_positions(inputs)
-    k, new = int(spec["anchor"]), int(spec["new"])
-    if k >= len(positions):
-        raise ValueError(f"the problem has no tensor input {k + 1} with a leading dimension to vary")
-    size = inputs[positions[k]].shape[0]
-    chosen = [i for i in positions if inputs[i].shape[0] == size] if spec["shared"] else [positions[k]]
+    k, new, dim = int(spec["anchor"]), int(spec["new"]), int(spec.get("dim", 0))
+    if k >= len(positions) or dim >= inputs[positions[k]].dim():
+        raise ValueError(f"the problem has no tensor input {k + 1} with a dimension {dim} to vary")
+    size = inputs[positions[k]].shape[dim]
+    if not spec["shared"]:
+        chosen = {positions[k]: [dim]}
+    elif dim == 0:
+        chosen = {i: [0] for i in positions if inputs[i].shape[0] == size}
+    else:  # the anchor's own leading size stays (the leading sizes have their own sets: a table's row count that
+        # an index input's values point into is not changed under it)
+        chosen = {i: [e for e, s in enumerate(inputs[i].shape) if s == size and (e > 0 or i != positions[k])] for i in positions}
     if not spec.get("tensors", True):  # the integer inputs alone
-        chosen, new_rows = [], size
-    else:
-        new_rows = new
-    extra = [list(draw_more()) for _ in range(-(-(new_rows - size) // size))] if new_rows > size else []
+        chosen = {}
+    pool: list[list[Any]] = []
+
+    def further(i: int, j: int) -> Any:  # input i of the j-th further draw
+        while len(pool) <= j:
+            pool.append(list(draw_more()))
+        return pool[j][i]
 
     def derived(i: int, x: Any) -> Any:
-        if i in chosen:
-            return torch.cat([x, *(more[i] for more in extra)])[:new] if extra else x[:new].clone()
+        dims = chosen.get(i, [])
+        if dims:
+            return _sized(x, dims, size, new, lambda j: x if j == 0 else further(i, j - 1))
         if spec["shared"] and spec.get("counts", True) and type(x) is int and x == size:
             return new
         return x
 
     return [derived(i, x) for i, x in enumerate(inputs)]
+
+
+def _sized(x: torch.Tensor, dims: list[int], size: int, new: int, draw: Callable[[int], torch.Tensor]) -> torch.Tensor:
+    """x with each of `dims` set to `new`: cut, or grown by concatenating further draws (`draw(0)` is x itself)."""
+    if new <= size:
+        for d in dims:
+            x = x.narrow(d, 0, new)
+        return x.contiguous().clone() if len(dims) > 1 or dims[0] > 0 else x.clone()
+    count = iter(range(1 << 62))
+
+    def build(depth: int) -> torch.Tensor:
+        if depth == len(dims):
+            return draw(next(count))
+        d = dims[depth]
+        return torch.cat([build(depth + 1) for _ in range(-(-new // size))], d).narrow(d, 0, new)
+
+    return build(0).contiguous()
 
 
 def shapes(inputs: list[Any]) -> list[list[int]]:

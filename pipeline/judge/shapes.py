@@ -4,7 +4,8 @@ with one clear error. Never a wrong answer on the user's batch size.
 The check is part of every check's draw, not a second check: the reference's first run (its facts, computed once
 per problem and cached) probes which inputs of other shapes it runs on (pipeline.judge.resize: each distinct
 leading size of the tensor inputs, set to 1, halved, odd, plus two, doubled, doubled plus one and quadrupled plus
-three, for every input of that size or that input alone; growth only while the inputs stay small), and each check
+three, for every input of that size or that input alone; the first two sizes of later dimensions, odd and doubled
+plus one; growth only while the inputs stay small), and each check
 then calls the candidate on those sets too, drawn afresh, after the problem's own trials and in the same worker
 (so a candidate that keeps the first shape it saw is called with others). The reference computes its outputs for
 them beside the candidate, as for any trial; a set it refuses with this check's draw is not owed. At the very end
@@ -15,6 +16,8 @@ What the candidate does there decides:
 - right on every one: `general`;
 - a clean refusal (a plain Python exception raised by its code, raised every time it is asked, with the inputs
   left as they were, such as the expert backend's shape guard): `specialised to the problem's shapes`, with its error;
+  refusals of other sizes of a dimension past the first only (a row length, a spatial size), right at every leading
+  size: `general in the leading size`, with its error;
 - a wrong answer, or an answer where it refused before: a failed check (status mismatch) that names the shapes; a
   crash, a hang, an error that is no clean refusal, inputs written: the failed run's own status.
 
@@ -30,26 +33,32 @@ from pipeline.types import Check, TrialResult
 
 GENERAL = "general"
 SPECIALISED = "specialised to the problem's shapes"
+LEADING = "general in the leading size"  # right at every leading size tried; refused other sizes of another dimension
 UNCHECKED = "not checked"  # no input of another shape the reference runs on: said, never read as a pass
 SIZE_WORDS = {"one": "1", "halved": "halved", "odd": "odd", "plus_two": "plus two", "doubled": "doubled",
               "doubled_plus_one": "doubled plus one", "large": "quadrupled plus three"}
 
 
 def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None) -> str:
-    """How the verdict names one input set of another shape: 'leading size halved ([8, 64])'; one asked again at the
-    end at a size drawn for the check: 'leading size 27 (drawn at random, asked again at the end)'."""
+    """How the verdict names one input set of another shape: 'leading size halved ([8, 64])', 'size of dimension 1
+    of tensor input 1 odd, every dimension of that size ([32, 511])'; one asked again at the end at a size drawn
+    for the check: 'leading size 27 (drawn at random, asked again at the end)'."""
     plan = derived["resize"]
-    which = "" if plan["anchor"] == 0 else f" of tensor input {plan['anchor'] + 1}"
-    alone = ("" if plan["shared"] else ", that input only") + ("" if plan.get("counts", True) else ", integer inputs kept")
+    if plan.get("dim"):
+        what = f"size of dimension {plan['dim']} of tensor input {plan['anchor'] + 1}"
+        alone = ", every dimension of that size" if plan["shared"] else ", that dimension only"
+    else:
+        what = "leading size" + ("" if plan["anchor"] == 0 else f" of tensor input {plan['anchor'] + 1}")
+        alone = ("" if plan["shared"] else ", that input only") + ("" if plan.get("counts", True) else ", integer inputs kept")
     values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
     if drawn is not None:
         if not plan.get("tensors", True):
             return f"integer inputs set to {drawn} (drawn at random{values}, asked again at the end)"
-        return f"leading size{which} {drawn} (drawn at random{alone}{values}, asked again at the end)"
+        return f"{what} {drawn} (drawn at random{alone}{values}, asked again at the end)"
     if not plan.get("tensors", True):
-        which, alone = "", ", integer inputs only (the tensors as they were)"
+        what, alone = "leading size", ", integer inputs only (the tensors as they were)"
     shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
-    return f"leading size{which} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone}{values} ({shapes})"
+    return f"{what} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone}{values} ({shapes})"
 
 
 def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult], refused: dict[str, str],
@@ -67,7 +76,7 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         why = reference.get("derive_note") or ("the reference runs at no other leading size of its tensor inputs (tensors inside "
                                                "lists or tuples are not varied)")
         return Check("other_shapes", None, f"{UNCHECKED}: {why}"), UNCHECKED
-    seen, declined, skipped = [], [], []
+    seen, declined, skipped, leading = [], [], [], 0
     for derived in draw.derived:
         name, source = derived["name"], derived.get("again", "")
         known = found.get(source or name, {"resize": derived["resize"]})
@@ -87,13 +96,14 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
             return Check("other_shapes", False, f"raised on inputs of another shape, then answered the same inputs when called "
                                                 f"again (a refusal is raised every time), {what}: {flaky[name]}"), ""
         if name in refused:
-            declined.append(f"{what}: {refused[name]}")
+            declined.append((f"{what}: {refused[name]}", bool(derived["resize"].get("dim"))))
         elif name not in results:
             return Check("other_shapes", False, f"no outputs on inputs of another shape, {what}"), ""
         elif not results[name].passed:
             return Check("other_shapes", False, f"wrong on inputs of another shape, {what}: {results[name].detail}"), ""
         else:
             seen.append(what)
+            leading += not derived["resize"].get("dim")
     note = f"; {reference['derive_note']}" if reference.get("derive_note") else ""
     if skipped:
         note += "; not owed, the reference refused this check's draw of: " + "; ".join(skipped)
@@ -101,5 +111,7 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
         return Check("other_shapes", None, f"{UNCHECKED}: the reference refused every input of another shape drawn for this check{note}"), UNCHECKED
     if declined:
         right = f"; right on {', '.join(seen)}" if seen else ""
-        return Check("other_shapes", True, f"{SPECIALISED}: it refused " + "; ".join(declined) + right + note), SPECIALISED
+        # refusing only other sizes of a later dimension, while right at every leading size it met, is general in the batch
+        kind = LEADING if all(other for _, other in declined) and leading else SPECIALISED
+        return Check("other_shapes", True, f"{kind}: it refused " + "; ".join(d for d, _ in declined) + right + note), kind
     return Check("other_shapes", True, f"{GENERAL}: right on " + ", ".join(seen) + note), GENERAL

@@ -669,10 +669,11 @@ class ReferenceRun:
         with _Alarm() as alarm:
             for plan in plans:
                 key = plan["group"]
-                same = (plan["anchor"], plan["new"], plan["shared"], plan.get("counts", True), plan.get("tensors", True))
+                same = (plan["anchor"], plan.get("dim", 0), plan["new"], plan["shared"], plan.get("counts", True), plan.get("tensors", True))
                 if key in done or same in kept:
                     continue
-                what = f"{plan['size'].replace('_', ' ')} of tensor input {plan['anchor'] + 1}"
+                dim = f"dimension {plan['dim']} of " if plan.get("dim") else ""
+                what = f"{plan['size'].replace('_', ' ')} of {dim}tensor input {plan['anchor'] + 1}"
                 if time.monotonic() > deadline:
                     self.result["derive_note"] = f"the reference's probing of other shapes stopped after {budget_s:.0f} s, before {what}"
                     break

@@ -71,13 +71,30 @@ def test_a_derivation_the_reference_does_not_run_on_is_not_owed(judge):
 def test_the_derived_inputs_keep_the_draws_and_cut_or_grow_them():
     x = torch.rand(16, 64)
     plans = resize.plans([x], output_bytes=x.numel() * 4)
-    sizes = {p["size"]: p["new"] for p in plans}
+    sizes = {p["size"]: p["new"] for p in plans if not p.get("dim")}
     assert sizes == {"one": 1, "halved": 8, "odd": 15, "plus_two": 18, "doubled": 32, "doubled_plus_one": 33, "large": 67}
+    assert {p["size"]: p["new"] for p in plans if p.get("dim") == 1} == {"odd": 63, "doubled_plus_one": 129}  # the row length
     more = iter([[torch.rand(16, 64)] for _ in range(16)])
     for plan in (p for p in plans if p["shared"]):
         derived = resize.resize([x], plan, lambda: next(more))
-        assert [tuple(t.shape) for t in derived] == [(plan["new"], 64)]
-        assert torch.equal(derived[0][: min(plan["new"], 16)], x[: min(plan["new"], 16)])  # the same draws, cut or grown
+        if plan.get("dim"):
+            assert [tuple(t.shape) for t in derived] == [(16, plan["new"])]
+            assert torch.equal(derived[0][:, : min(plan["new"], 64)], x[:, : min(plan["new"], 64)])
+        else:
+            assert [tuple(t.shape) for t in derived] == [(plan["new"], 64)]
+            assert torch.equal(derived[0][: min(plan["new"], 16)], x[: min(plan["new"], 16)])  # the same draws, cut or grown
+
+
+def test_a_size_shared_by_two_operands_changes_in_both_and_the_anchor_keeps_its_rows():
+    """A reduction length shared by two operands (a GEMM's K: A's columns, B's rows) changes in both, so the
+    reference runs; a square table keeps its row count (an index input's values point into it)."""
+    a, b = torch.rand(8, 24), torch.rand(24, 12)
+    plan = next(p for p in resize.plans([a, b], 8 * 12 * 4) if p.get("dim") == 1 and p["anchor"] == 0 and p["shared"] and p["size"] == "odd")
+    derived = resize.resize([a, b], plan, lambda: [torch.rand(8, 24), torch.rand(24, 12)])
+    assert [tuple(t.shape) for t in derived] == [(8, 23), (23, 12)]
+    square = torch.rand(16, 16)
+    plan = next(p for p in resize.plans([square], 16 * 16 * 4) if p.get("dim") == 1 and p["shared"] and p["size"] == "doubled_plus_one")
+    assert tuple(resize.resize([square], plan, lambda: [torch.rand(16, 16)])[0].shape) == (16, 33)
 
 
 def test_anchors_count_only_tensors_with_a_leading_dimension():

@@ -73,8 +73,9 @@ def test_an_honest_refusal_is_specialised(judge, candidate):
     assert result.ok and result.generality == SPECIALISED, result.reason
 
 
-def test_a_batch_in_dimension_1_is_not_varied_yet(judge):
-    """The one hole left open: only leading sizes vary, so this kernel that fixes the batch of (seq, batch,
-    hidden) inputs is called `general`; the check's detail names the shapes it was right on."""
+def test_a_batch_in_dimension_1_is_varied_now(judge):
+    """The hole this red team left open, closed in session 25: other dimensions vary too, so this kernel that fixes
+    the batch of (seq, batch, hidden) inputs fails where the batch dimension changes (its reads run past the input)."""
     result = verdict(judge, "seq_first_fixed_batch.py", ATTACKS / "problems" / "seq_first_softmax.py")
-    assert result.ok and result.generality == GENERAL, result.reason
+    # its reads past the input: garbage (a mismatch) or, in the interpreter, the process aborted there or later
+    assert result.status in (Status.MISMATCH, Status.RUNTIME_ERROR), result.reason
