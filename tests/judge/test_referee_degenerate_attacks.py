@@ -3,8 +3,9 @@ referee_degenerate_attacks, its README): once the referee settled an fp32 output
 other outputs were compared as if the problem were not degenerate, so a constant fp16 output passed (closed: every
 output the referee does not settle is compared as the plain check would). Two findings of the plain check, older
 than the referee, stay open: a precision drop done by bit masks on a problem whose
-outputs are far below atol (asserted as it is), and an honest sum the fp32 reference's own rounding noise
-outweighs (its README; its checks take minutes on the CPU). CPU, Triton's interpreter."""
+outputs are far below atol (it passes most checks, not every one: a set of outlier values may push its signal error
+over the bar, so no test asserts it) and an honest sum the fp32 reference's own rounding noise outweighs (its
+checks take minutes on the CPU): both in its README. CPU, Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -44,10 +45,3 @@ def test_a_constant_second_output_fails_whether_or_not_the_referee_settles_the_f
     said = ("degenerate problem: error relative to the reference's variation" in result.reason
             or "float64 referee: output 1, not an fp32 tensor the referee can settle: degenerate problem" in result.reason)
     assert said and not any(f.name == "fp32_refereed" for f in result.flags), result.reason
-
-
-def test_open_a_precision_drop_by_bit_masks_on_outputs_far_below_atol_passes(judge):
-    """Open: outputs near 1e-6 leave atol nothing to check and the signal bar (1e-3) admits ten mantissa bits; the
-    same drop written as a cast to half is banned by the static audit (cand_tiny_gemm_fp16.py)."""
-    result = verdict(judge, "cand_tiny_gemm_masked.py", FIXTURES / "problem_tiny_gemm.py")
-    assert result.status is Status.OK, result.reason
