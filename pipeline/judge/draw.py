@@ -3,7 +3,7 @@
 A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
 few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
 the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
-outlier, signed or scaled values, drawn here), repeats of the first trial, two of the sets of other shapes again with fresh values,
+outlier, signed or scaled values, drawn here), repeats of the first trial, three or four of the sets of other shapes again with fresh values,
 an audit call on inputs of its own (with outlier values after other shapes), and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
@@ -27,7 +27,7 @@ HIDDEN_TRIALS = ("signed", "scaled", "outliers")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
-AGAIN = 3  # sets of other shapes asked for a second time at the end of the calls, drawn afresh
+AGAIN = 4  # sets of other shapes asked for a second time at the end of the calls, drawn afresh (at most)
 
 
 def _transform(kind: str) -> dict[str, Any]:
@@ -129,16 +129,24 @@ class Draw:
         # all three among the leading sizes where any (a kernel that answered them and refuses them at the end is met
         # whatever it did with another dimension, and the drawn one is a batch no set had); the second, drawn, above
         # the problem's where one is
-        leading = [s for s in shaped if not s["resize"].get("dim")] or shaped
+        single = [s for s in shaped if not s["resize"].get("together")]
+        leading = [s for s in single if not s["resize"].get("dim")] or single
         again = pick.sample(leading, min(1, len(leading)))
-        others = [s for s in leading if s not in again] or [s for s in shaped if s not in again]
+        others = [s for s in leading if s not in again] or [s for s in single if s not in again]
         if again and others:
             again.append(pick.choice([s for s in others if s["resize"]["new"] > s["resize"]["nominal"]] or others))
-        if len(again) == AGAIN - 1 and (left := [s for s in leading if s not in again] or [s for s in shaped if s not in again]):
+        if len(again) == 2 and (left := [s for s in leading if s not in again] or [s for s in single if s not in again]):
             below = [s for s in left if s["resize"]["new"] < s["resize"]["nominal"]]
             again.append(pick.choice(below or left))
+        drawn_at = {1}
+        # and a fourth, drawn too, from a later dimension's set above the problem's where the leading sizes gave the
+        # second: a row length or spatial size up to 16n + 15 (a row block sized for the largest size planned is met)
+        above = [s for s in single if s["resize"].get("dim") and s["resize"]["new"] > s["resize"]["nominal"] and s not in again]
+        if above and len(again) == AGAIN - 1 and not again[1]["resize"].get("dim"):
+            drawn_at.add(len(again))
+            again.append(pick.choice(above))
         shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),
-                    "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k == 1 else s["resize"]["new"]}}
+                    "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k in drawn_at else s["resize"]["new"]}}
                    for k, s in enumerate(again)]
         # the audit call comes last, at the problem's size: after the other shapes, with outlier values where the
         # reference takes them (a kernel that another shape spoiled only where values are large is met there)

@@ -9,7 +9,10 @@ shared by several inputs) or the anchor alone; an integer input equal to the anc
 
 A set may vary another dimension instead (`dim` > 0: a row length, a channel count, a spatial size): every
 dimension of that size of every tensor input (a reduction length shared by two operands; the anchor's own leading
-size excepted), or that dimension alone, cut or grown the same way. A kernel that writes a row length as a literal is right only at the problem's.
+size excepted), or that dimension alone, cut or grown the same way. A kernel that writes a row length as a literal is
+right only at the problem's. The first two sizes of 2 or more are varied one at a time; a dimension of size 1 (a kept
+dimension, one channel) is grown; and one set cuts every later size at once (`together`: a third size no set varied
+alone, a kernel wrong only where two sizes both leave the problem's).
 
 The reference's first run (its facts) probes which derivations it runs on: `plans` lists them in the order tried.
 
@@ -41,7 +44,8 @@ APART = ("halved", "doubled_plus_one")  # also tried for the anchor alone, and w
 OTHER_SHAPE_FAILED = "the reference failed on inputs of another shape drawn afresh"
 MAX_ANCHORS = 6  # tensor inputs tried as the batch's carrier: each distinct leading size, in order
 DIM_SIZES = ("odd", "doubled_plus_one")  # the sizes tried for another dimension: odd below, and odd above twice it
-MAX_DIMS = 2  # other dimensions tried: each distinct size of a dimension past the first, in order
+MAX_DIMS = 2  # other dimensions tried one at a time: each distinct size of 2 or more past the first, in order
+MAX_TOGETHER = 8  # later sizes cut at once in the `together` set, in order
 MOST_FACTOR = 16  # a size drawn for a check above the problem's goes up to 16n + 15 (pipeline.judge.draw), growth allowing
 # (a plan above the problem's keeps `most`, that size, and `bytes`, the growth limit: the outputs the judge takes there)
 GROWTH_BYTES = 1 << 30  # a size above the problem's is tried while its inputs and outputs stay below this...
@@ -109,21 +113,23 @@ def plans(inputs: list[Any], output_bytes: int) -> list[dict[str, Any]]:
 
 
 def dim_anchors(inputs: list[Any]) -> list[tuple[int, int]]:
-    """Other dimensions to vary, as (index into `tensor_positions`, dimension): each distinct size of a dimension
-    past the first, 2 or more, in the inputs' order."""
-    chosen, seen = [], set()
+    """Other dimensions to vary one at a time, as (index into `tensor_positions`, dimension): each distinct size of a
+    dimension past the first, 2 or more, in the inputs' order (MAX_DIMS of them), then the first of size 1 (grown)."""
+    chosen, seen, unit = [], set(), []
     for k, i in enumerate(tensor_positions(inputs)):
         for d in range(1, inputs[i].dim()):
             size = inputs[i].shape[d]
             if size >= 2 and size not in seen and len(chosen) < MAX_DIMS:
                 seen.add(size)
                 chosen.append((k, d))
-    return chosen
+            elif size == 1 and not unit:
+                unit.append((k, d))
+    return chosen + unit
 
 
 def _dim_plans(inputs: list[Any], output_bytes: int, nominal: int, limit: float) -> list[dict[str, Any]]:
     """For each other dimension and DIM_SIZES size: every dimension of that size changed (shared), then that one
-    alone; a size above the problem's only while the whole stays below the growth limit."""
+    alone; a size above the problem's only while the whole stays below the growth limit. Then the `together` set."""
     positions, found = tensor_positions(inputs), []
     for k, d in dim_anchors(inputs):
         n = inputs[positions[k]].shape[d]
@@ -143,7 +149,25 @@ def _dim_plans(inputs: list[Any], output_bytes: int, nominal: int, limit: float)
                 base.update(most=_most(n, new, fits), bytes=int(limit))
             found += [{"name": f"shape_dim{d}_{size}_{k}", "group": f"dim{d}_{size}_{k}", **base, "shared": True},
                       {"name": f"shape_dim{d}_{size}_{k}_alone", "group": f"dim{d}_{size}_{k}", **base, "shared": False}]
-    return found
+    return found + _together(inputs)
+
+
+def _together(inputs: list[Any]) -> list[dict[str, Any]]:
+    """One set that cuts every distinct later size of 4 or more at once, each to its odd size below (every dimension
+    of that size, as a shared set does), where there are two such sizes or more: a third size, a fourth, and a
+    kernel right while either size alone changes are met there. Its first size stands as the set's own."""
+    positions, sizes, seen = tensor_positions(inputs), [], set()
+    for k, i in enumerate(positions):
+        for d in range(1, inputs[i].dim()):
+            n = inputs[i].shape[d]
+            if n >= 4 and n not in seen and len(sizes) < MAX_TOGETHER:
+                seen.add(n)
+                sizes.append([k, d, n, dict(SIZES)["odd"](n)])
+    if len(sizes) < 2:
+        return []
+    k, d, n, new = sizes[0]
+    return [{"name": "shape_dims_together", "group": "dims_together", "size": "odd", "anchor": k, "dim": d, "nominal": n,
+             "new": new, "shared": True, "together": sizes}]
 
 
 def _most(n: int, new: int, fits: Callable[[int], bool]) -> int:
@@ -157,22 +181,29 @@ def _most(n: int, new: int, fits: Callable[[int], bool]) -> int:
 def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list[Any]]) -> list[Any]:
     """`inputs` with the anchor's size along spec["dim"] (the leading one unless given; shared: that dimension of
     every input of that leading size, or, past the first dimension, every dimension of that size of every tensor
-    input) set to spec["new"]: cut, or grown by further draws (`draw_more()` gives another set of the problem's
-    inputs, drawn as needed and shared by every input, so every process draws the same values)."""
+    input; `together`: each of its sizes so) set to spec["new"]: cut, or grown by further draws (`draw_more()` gives
+    another set of the problem's inputs, drawn as needed and shared by every input, so every process draws the same
+    values)."""
     positions = tensor_positions(inputs)
-    k, new, dim = int(spec["anchor"]), int(spec["new"]), int(spec.get("dim", 0))
-    if k >= len(positions) or dim >= inputs[positions[k]].dim():
-        raise ValueError(f"the problem has no tensor input {k + 1} with a dimension {dim} to vary")
-    size = inputs[positions[k]].shape[dim]
-    if not spec["shared"]:
-        chosen = {positions[k]: [dim]}
-    elif dim == 0:
-        chosen = {i: [0] for i in positions if inputs[i].shape[0] == size}
-    else:  # the anchor's own leading size stays (the leading sizes have their own sets: a table's row count that
-        # an index input's values point into is not changed under it)
-        chosen = {i: [e for e, s in enumerate(inputs[i].shape) if s == size and (e > 0 or i != positions[k])] for i in positions}
+    changes = spec.get("together") or [[spec["anchor"], spec.get("dim", 0), None, spec["new"]]]
+    chosen: dict[int, dict[int, int]] = {}  # input -> its dimensions that change -> their new size
+    for k, dim, _, new in changes:
+        k, dim, new = int(k), int(dim), int(new)
+        if k >= len(positions) or dim >= inputs[positions[k]].dim():
+            raise ValueError(f"the problem has no tensor input {k + 1} with a dimension {dim} to vary")
+        size = inputs[positions[k]].shape[dim]
+        if not spec["shared"]:
+            picked = {positions[k]: [dim]}
+        elif dim == 0:
+            picked = {i: [0] for i in positions if inputs[i].shape[0] == size}
+        else:  # the anchor's own leading size stays (the leading sizes have their own sets: a table's row count that
+            # an index input's values point into is not changed under it)
+            picked = {i: [e for e, s in enumerate(inputs[i].shape) if s == size and (e > 0 or i != positions[k])] for i in positions}
+        for i, dims in picked.items():
+            chosen.setdefault(i, {}).update({e: new for e in dims})
     if not spec.get("tensors", True):  # the integer inputs alone
         chosen = {}
+    size, new = inputs[positions[int(spec["anchor"])]].shape[int(spec.get("dim", 0))], int(spec["new"])
     pool: list[list[Any]] = []
 
     def further(i: int, j: int) -> Any:  # input i of the j-th further draw
@@ -181,9 +212,8 @@ def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list
         return pool[j][i]
 
     def derived(i: int, x: Any) -> Any:
-        dims = chosen.get(i, [])
-        if dims:
-            return _sized(x, dims, size, new, lambda j: x if j == 0 else further(i, j - 1))
+        if chosen.get(i):
+            return _sized(x, chosen[i], lambda j: x if j == 0 else further(i, j - 1))
         if spec["shared"] and spec.get("counts", True) and type(x) is int and x == size:
             return new
         return x
@@ -191,19 +221,27 @@ def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list
     return [derived(i, x) for i, x in enumerate(inputs)]
 
 
-def _sized(x: torch.Tensor, dims: list[int], size: int, new: int, draw: Callable[[int], torch.Tensor]) -> torch.Tensor:
-    """x with each of `dims` set to `new`: cut, or grown by concatenating further draws (`draw(0)` is x itself)."""
-    if new <= size:
-        for d in dims:
-            x = x.narrow(d, 0, new)
-        return x.contiguous().clone() if len(dims) > 1 or dims[0] > 0 else x.clone()
+def _sized(x: torch.Tensor, sizes: dict[int, int], draw: Callable[[int], torch.Tensor]) -> torch.Tensor:
+    """x with each dimension d of `sizes` set to sizes[d]: cut, or grown by concatenating further draws (`draw(0)`
+    is x itself, each cut where a dimension shrinks)."""
+
+    def cut(t: torch.Tensor) -> torch.Tensor:
+        for d, new in sizes.items():
+            if new < t.shape[d]:
+                t = t.narrow(d, 0, new)
+        return t
+
+    grow = [d for d, new in sizes.items() if new > x.shape[d]]
+    if not grow:
+        t = cut(x)
+        return t.contiguous().clone() if len(sizes) > 1 or min(sizes) > 0 else t.clone()
     count = iter(range(1 << 62))
 
     def build(depth: int) -> torch.Tensor:
-        if depth == len(dims):
-            return draw(next(count))
-        d = dims[depth]
-        return torch.cat([build(depth + 1) for _ in range(-(-new // size))], d).narrow(d, 0, new)
+        if depth == len(grow):
+            return cut(draw(next(count)))
+        d = grow[depth]
+        return torch.cat([build(depth + 1) for _ in range(-(-sizes[d] // x.shape[d]))], d).narrow(d, 0, sizes[d])
 
     return build(0).contiguous()
 

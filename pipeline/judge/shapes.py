@@ -5,12 +5,13 @@ The check is part of every check's draw, not a second check: the reference's fir
 per problem and cached) probes which inputs of other shapes it runs on (pipeline.judge.resize: each distinct
 leading size of the tensor inputs, set to 1, halved, odd, plus two, doubled, doubled plus one and quadrupled plus
 three, for every input of that size or that input alone; the first two sizes of later dimensions, odd and doubled
-plus one; growth only while the inputs stay small), and each check
+plus one; a dimension of size 1 grown to 3; every later size cut at once; growth only while the inputs stay
+small), and each check
 then calls the candidate on those sets too, drawn afresh, after the problem's own trials and in the same worker
 (so a candidate that keeps the first shape it saw is called with others). The reference computes its outputs for
 them beside the candidate, as for any trial; a set it refuses with this check's draw is not owed. At the very end
-(after the repeats and the audit call) every set the candidate refused is asked for once more, and two sets are
-asked for again with fresh values (pipeline.judge.draw).
+(after the repeats and the audit call) every set the candidate refused is asked for once more, and three or four sets
+are asked for again with fresh values, two at sizes drawn for the check (pipeline.judge.draw).
 
 What the candidate does there decides:
 - right on every one: `general`;
@@ -44,6 +45,11 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
     of tensor input 1 odd, every dimension of that size ([32, 511])'; one asked again at the end at a size drawn
     for the check: 'leading size 27 (drawn at random, asked again at the end)'."""
     plan = derived["resize"]
+    if plan.get("together"):
+        shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
+        sizes = ", ".join(f"{n} to {new}" for _, _, n, new in plan["together"])
+        values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
+        return f"every later size at once ({sizes}), every dimension of each size{values} ({shapes})"
     if plan.get("dim"):
         what = f"size of dimension {plan['dim']} of tensor input {plan['anchor'] + 1}"
         alone = ", every dimension of that size" if plan["shared"] else ", that dimension only"

@@ -669,7 +669,8 @@ class ReferenceRun:
         with _Alarm() as alarm:
             for plan in plans:
                 key = plan["group"]
-                same = (plan["anchor"], plan.get("dim", 0), plan["new"], plan["shared"], plan.get("counts", True), plan.get("tensors", True))
+                same = (plan["anchor"], plan.get("dim", 0), plan["new"], plan["shared"], plan.get("counts", True), plan.get("tensors", True),
+                        str(plan.get("together")))
                 if key in done or same in kept:
                     continue
                 dim = f"dimension {plan['dim']} of " if plan.get("dim") else ""

@@ -3,7 +3,8 @@ drawn for each check, never fixed by position (a kernel exact only at the sizes 
 not caught: red team 4's a5), with each kind at least once, and which kinds reach another shape drawn too where
 there are fewer sets than kinds (red team 6's a05); three are asked for again at the end: the first at its source's
 size, the second at a size drawn for the check that no other set has (red team 3's a04 and a05 knew the sizes the
-judge tries), the third at another set's own size, a size seen before (red team 6's a04 went bad only there)."""
+judge tries), the third at another set's own size, a size seen before (red team 6's a04 went bad only there); a
+fourth, where a later dimension has a set above the problem's, at a size of that dimension drawn for the check."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_three_sets_are_asked_again_drawn_afresh_at_their_own_a_new_and_a_seen_s
     for _ in range(200):
         draw = Draw.new(OPTIONS, ("signed", "outliers"), 0, DERIVED, True)
         again = [s for s in draw.derived if s.get("again")]
-        assert len(again) == AGAIN == 3 and len({s["again"] for s in again}) == 3
+        assert len(again) == AGAIN - 1 == 3 and len({s["again"] for s in again}) == 3  # a fourth only for a later dimension
         sources = {s["name"]: s for s in draw.derived}
         for s in again:
             source = sources[s["again"]]
@@ -107,11 +108,28 @@ def test_the_drawn_size_is_above_the_problems_where_a_set_is_and_reaches_past_fo
     assert max(drawn) > 4 * 16 + 3 and min(drawn) <= 4 * 16 + 3  # both sides of the largest planned size, in 200 draws
 
 
-def test_the_drawn_size_is_a_leading_one_where_the_problem_has_leading_sets():
-    """With a later dimension's set above the problem's too, the size drawn afresh is still a batch (red team 3's
-    a04, right only at the batch sizes the judge plans, passed once the drawn set was a row length)."""
+def test_the_drawn_size_is_a_leading_one_where_the_problem_has_leading_sets_and_a_later_one_is_drawn_fourth():
+    """With a later dimension's set above the problem's too, the size drawn afresh second is still a batch (red team 3's
+    a04, right only at the batch sizes the judge plans, passed once the drawn set was a row length), and a fourth set
+    draws a size of that later dimension up to its plan's `most` (red team 12's 03_block_cap sized its row block for
+    2n + 1, the largest later size planned, and passed while later sizes were only ever the planned ones)."""
     derived = DERIVED + ({"name": "shape_dim1_doubled_plus_one_0", "resize": {"size": "doubled_plus_one", "anchor": 0, "dim": 1,
                                                                              "nominal": 64, "new": 129, "most": 1039, "shared": True}},)
+    fourth = []
     for _ in range(200):
         again = [s for s in Draw.new(OPTIONS, ("signed",), 0, derived, True).derived if s.get("again")]
-        assert not any(s["resize"].get("dim") for s in again), again
+        assert len(again) == AGAIN and not any(s["resize"].get("dim") for s in again[:3]), again
+        assert again[3]["again"] == "shape_dim1_doubled_plus_one_0" and 64 < again[3]["resize"]["new"] <= 1039
+        fourth.append(again[3]["resize"]["new"])
+    assert max(fourth) > 4 * 64 + 3 and len(set(fourth)) > 20  # past a block sized for 2n + 1, at sizes drawn
+
+
+def test_the_together_set_is_never_asked_again():
+    """The set that cuts every later size at once has no single size to draw: never one of those asked again, even
+    where it is the only later set."""
+    together = {"name": "shape_dims_together", "resize": {"size": "odd", "anchor": 0, "dim": 1, "nominal": 8, "new": 7,
+                                                          "shared": True, "together": [[0, 1, 8, 7], [0, 2, 6, 5]]}}
+    for derived in (DERIVED + (together,), (together,)):
+        for _ in range(50):
+            again = [s for s in Draw.new(OPTIONS, ("signed",), 0, derived, True).derived if s.get("again")]
+            assert all(s["again"] != "shape_dims_together" for s in again)

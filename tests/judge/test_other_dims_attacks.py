@@ -1,0 +1,58 @@
+"""Red team 12's later-dimension attacks (session 25, a helper that had not seen our fixtures, on 34d3392;
+tests/fixtures/dims_attacks has each attempt and README.md the table), closed in session 26: a third later size
+never varied (01) and a kernel wrong only where two later sizes both change (04) meet the set that cuts every later
+size at once; a size-1 dimension read as if it stayed 1 (02) meets it grown to 3. 03 (a row block sized for 2n + 1
+at the first call) meets a later size drawn up to 16n + 15 in about half the checks, so no test asserts its
+verdict; tests/judge/test_draw.py asserts the draw. CPU, the Triton interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline.judge import Judge, resize
+from pipeline.problems.loader import load_candidate, load_problem
+from pipeline.types import EvalOptions, Status
+
+ATTACKS = Path(__file__).resolve().parents[1] / "fixtures" / "dims_attacks"
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Judge(EvalOptions(device="cpu", correctness_trials=2)) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize("candidate, problem, says", [
+    ("01_third_dim_literal.py", "prob_3d_softmax.py", "every later size at once (8 to 7, 6 to 5, 10 to 9)"),
+    ("02_unit_dim_ignored.py", "prob_unit_dim.py", "size of dimension 1 of tensor input 1 doubled plus one"),
+    ("04_both_dims_change.py", "prob_3d_softmax.py", "every later size at once (8 to 7, 6 to 5, 10 to 9)"),
+])
+def test_a_kernel_wrong_at_a_later_size_fails_other_shapes(judge, candidate, problem, says):
+    result = judge.evaluate(load_problem(ATTACKS / problem), load_candidate(ATTACKS / candidate))
+    assert result.status is Status.MISMATCH, result.reason
+    check = next(c for c in result.checks if c.name == "other_shapes")
+    assert check.passed is False and "wrong on inputs of another shape" in check.detail and says in check.detail, check.detail
+
+
+def test_every_later_size_is_cut_at_once_in_one_set_where_there_are_two_or_more():
+    x, w = torch.rand(4, 8, 6, 10), torch.rand(10, 6)
+    plans = resize.plans([x, w], output_bytes=x.numel() * 4)
+    together = [p for p in plans if p.get("together")]
+    assert len(together) == 1 and [t[2:] for t in together[0]["together"]] == [[8, 7], [6, 5], [10, 9]]
+    derived = resize.resize([x, w], together[0], lambda: [torch.rand(4, 8, 6, 10), torch.rand(10, 6)])
+    assert [tuple(t.shape) for t in derived] == [(4, 7, 5, 9), (9, 5)]  # every dimension of each size, at once
+    assert torch.equal(derived[0], x[:, :7, :5, :9]) and torch.equal(derived[1], w[:9, :5])  # the same draws, cut
+    assert not [p for p in resize.plans([torch.rand(16, 64)], 0) if p.get("together")]  # one later size: its own sets
+
+
+def test_a_dimension_of_size_one_is_grown_with_further_draws():
+    x = torch.rand(16, 1, 12)
+    plans = [p for p in resize.plans([x], 16 * 12 * 4) if p.get("dim") == 1]
+    assert {(p["size"], p["new"]) for p in plans} == {("doubled_plus_one", 3)}
+    more = [torch.rand(16, 1, 12), torch.rand(16, 1, 12)]
+    draws = iter([[t] for t in more])
+    grown = resize.resize([x], plans[0], lambda: next(draws))[0]
+    assert tuple(grown.shape) == (16, 3, 12) and torch.equal(grown, torch.cat([x, *more], 1))
