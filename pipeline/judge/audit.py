@@ -183,7 +183,7 @@ _PRECISION_FLAGS = frozenset({
 _FRAME_ATTRIBUTES = frozenset({
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "f_lineno", "tb_frame", "tb_next", "tb_lasti",
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code", "ag_await",
-    "co_consts", "co_names",
+    "co_consts", "co_names", "cell_contents", "f_lasti",
 })
 # Dunder attributes a kernel may read; any other (__globals__, __closure__, __subclasses__, __traceback__, ...) is
 # introspection. Defining a dunder method outside _DUNDER_DEFINITIONS is one too (__del__ runs when the judge frees
@@ -193,6 +193,9 @@ _DUNDER_READS = frozenset({
     "__next__", "__enter__", "__exit__", "__repr__", "__str__", "__eq__", "__ne__", "__hash__", "__bool__",
     "__contains__", "__version__", "__post_init__", "__setattr__", "__delattr__", "__setitem__", "__delitem__",
 })
+# The private attributes a kernel may read that it does not define: a tensor's version counter (a weight cache
+# keyed on it). Any other `._name` of a value is someone else's internals (issue 41: by allowlist).
+_PRIVATE_READS = frozenset({"_version"})
 _DUNDER_DEFINITIONS = frozenset({
     "__init__", "__call__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__", "__next__", "__enter__",
     "__exit__", "__eq__", "__ne__", "__hash__", "__bool__", "__contains__", "__post_init__", "__lt__", "__le__",
@@ -270,6 +273,17 @@ _JIT_MEMBERS = frozenset({
     "is_int8", "is_int16", "is_int32", "is_int64", "is_int_signed", "is_int_unsigned", "is_ptr", "is_standard_floating",
     "is_uint8", "is_uint16", "is_uint32", "is_uint64", "is_void", "with_element_ty", "get_block_shapes",
 })
+# The syntax a kernel file may use (issue 41: by allowlist). Anything else, today's or a later Python's, is refused
+# as syntax the rules do not model: the third held-out red team read attributes through match class patterns, which
+# no rule saw. Yields, coroutines and class or mapping patterns have findings of their own.
+_NODES = tuple(getattr(ast, name) for name in """
+    Module FunctionDef ClassDef Return Delete Assign AugAssign AnnAssign For While If With Raise Try TryStar Assert
+    Import ImportFrom Global Nonlocal Expr Pass Break Continue BoolOp NamedExpr BinOp UnaryOp Lambda IfExp Dict Set
+    ListComp SetComp DictComp GeneratorExp Compare Call FormattedValue JoinedStr Constant Attribute Subscript Starred
+    Name List Tuple Slice expr_context boolop operator unaryop cmpop comprehension ExceptHandler arguments arg keyword
+    alias withitem type_ignore Match match_case MatchValue MatchSingleton MatchSequence MatchStar MatchAs MatchOr
+    """.split() if hasattr(ast, name))
+_OWN_FINDINGS = tuple(getattr(ast, name) for name in ("AsyncFunctionDef", "Await", "Yield", "YieldFrom", "MatchClass", "MatchMapping"))
 _IDENTITY_KEY = "data_ptr/id"
 _SHAPE_KEY = "shape"
 
@@ -676,9 +690,16 @@ class _Auditor(ast.NodeVisitor):
         self._called: set[int] = set()  # ids of expressions that are called (getattr(...) is a call, `g = getattr` is not)
         self._helper_caches: set[int] = set()  # ids of cache decorators on pure helpers (pipeline/judge: allowed)
         self._jitted: set[str] = set()  # the module's jitted functions (visit_Module fills it)
+        self._own: frozenset[str] = frozenset()  # every name the file itself binds, as a name or an attribute
 
     def add(self, rule: str, message: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule, message, getattr(node, "lineno", 0)))
+
+    def visit(self, node: ast.AST) -> None:
+        if not isinstance(node, _NODES + _OWN_FINDINGS):
+            self.add("dynamic_code", f"uses {type(node).__name__} syntax, which the audit does not model: a kernel file is "
+                     "held to the constructs the audit reads", node)
+        super().visit(node)
 
     def resolve(self, node: ast.AST) -> str | None:
         return self.symbols.resolve(node, self._local)
@@ -693,12 +714,16 @@ class _Auditor(ast.NodeVisitor):
         for stmt in node.body:  # `activation = _swish`: a module-level alias of a jitted function is one
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in self._jitted:
                 self._jitted |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        self._own = frozenset(_own_names(node))
         self.generic_visit(node)
 
     def _is_jit(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return any(self.resolve(d.func if isinstance(d, ast.Call) else d) in _JIT_DECORATORS for d in node.decorator_list)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if isinstance(node, ast.AsyncFunctionDef):
+            self.add("dynamic_code", f"defines the coroutine {node.name}: its frame outlives a call, run by whatever "
+                     "drives it, outside the calls the judge times", node)
         if node.name in self._jitted or self._is_jit(node):
             self._check_jit_body(node)
         for decorator in node.decorator_list:  # a lambda as the decorator itself (a heuristic's lambda argument is fine)
@@ -824,7 +849,7 @@ class _Auditor(ast.NodeVisitor):
             self.add(rule, f"uses {path}: {why}", node)
             found = True
         parts = path.split(".")
-        if not found and parts[0] in ("torch", "triton") and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+        if not found and parts[0] in _ALLOWED_MODULES and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
             self.add("introspection", f"uses {path}: a private part of {parts[0]}, which the judge cannot vouch for", node)
             found = True
         if not found and _under(path, _BLOCKED_PARTS):
@@ -868,6 +893,11 @@ class _Auditor(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             if path := self.resolve(node):
                 self._check_use(path, node)
+            elif _is_private(node.attr) and node.attr not in self._own | _PRIVATE_READS:
+                # x._base, m._modules, t._values(): an object's internals, which no kernel needs and the judge
+                # cannot vouch for (a by-allowlist rule: the file's own private names are its own)
+                self.add("introspection", f"reads .{node.attr}: a private attribute this file does not define (the internals "
+                         "of torch, Python or the judge behind the values it was given)", node)
             elif node.attr in _UNTRACED_REACH:
                 self.add("introspection", f"reads .{node.attr} from a value the audit cannot trace: it is that module or builtin by another way", node)
         else:
@@ -900,6 +930,16 @@ class _Auditor(ast.NodeVisitor):
             self.add("introspection", "looks a name up in a namespace by a key built at run time (`vars(torch)[\"s\" + \"ys\"]`): "
                      "no reader can tell what it reaches", node)
         self.generic_visit(node)
+
+    def visit_Yield(self, node: ast.Yield | ast.YieldFrom | ast.Await) -> None:
+        # a generator's frame lives on between calls and its `finally` runs when the judge frees it, outside every
+        # call (as __del__ would); coroutines the same: a kernel file needs neither
+        kind = "awaits" if isinstance(node, ast.Await) else "yields"
+        self.add("dynamic_code", f"{kind} inside a function: its frame outlives the call and runs code when it is freed, "
+                 "outside every call the judge times or checks", node)
+        self.generic_visit(node)
+
+    visit_YieldFrom = visit_Await = visit_Yield
 
     def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
         # `case {"sys": s}` on vars(torch) looks a name up in a namespace where no Subscript shows it (session 23's
@@ -1101,6 +1141,25 @@ class _Auditor(ast.NodeVisitor):
             if path in _BROAD_ERRORS:
                 return path.removeprefix("builtins.")
         return None
+
+
+def _is_private(attr: str) -> bool:
+    return attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__"))
+
+
+def _own_names(tree: ast.Module) -> Iterator[str]:
+    """Every name the file binds: its definitions, parameters, assigned names and attributes (`self._cache = ...`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.arg):
+            yield node.arg
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            yield node.id
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            yield node.attr
+        elif isinstance(node, ast.alias):
+            yield node.asname or node.name.split(".")[0]
 
 
 def _is_pure_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, symbols: _Symbols) -> bool:

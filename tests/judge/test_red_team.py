@@ -56,7 +56,7 @@ CHEATS = [
     # the audit is the line: reaching the thing does no harm by itself once the judge's modules are out of reach
     ("rt_torch_os_fork.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
     ("rt_getattr_computed.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
-    ("rt_frames_via_generator.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
+    ("rt_frames_via_generator.py", SOFTMAX, "dynamic_code", Status.OK, "passed every check"),
     ("rt_vars_of_module.py", SOFTMAX, "banned_import", Status.OK, "passed every check"),
     ("rt_string_formatter.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
     ("rt_attrgetter.py", SOFTMAX, "introspection", Status.OK, "passed every check"),
