@@ -200,6 +200,10 @@ class Writer:
                 continue
             name = self.forward_names[node.id]
             label = name if node.op == "input" else node.attr("name")
+            if node.op == "input" and _contiguous(node.shape, node.stride):
+                # a user's view (sliced, transposed) is copied into the layout the kernels index; contiguous as it
+                # comes (the problem's own inputs), nothing is copied
+                lines.append(f"{name} = {name}.contiguous()")
             lines.append(f"_specialised_to({label!r}, {name}, {tuple(node.shape)!r}, {tuple(node.stride)!r}, torch.{node.dtype})")
         return lines
 
@@ -215,6 +219,14 @@ class Writer:
         for kernel, emitted in kernels:
             lines.append(f"# - {emitted.launcher.split('(', 1)[0].removeprefix('def ')}: {emitted.summary}")
         return "\n".join(lines)
+
+
+def _contiguous(shape, stride) -> bool:
+    expected, step = [], 1
+    for size in reversed(tuple(shape)):
+        expected.append(step)
+        step *= max(1, int(size))
+    return all(int(size) == 1 or int(a) == b for size, a, b in zip(shape, stride, reversed(expected)))
 
 
 def literal_outputs(outputs, names: dict[int, str]) -> str:

@@ -3,7 +3,7 @@
 A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
 few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
 the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
-outlier, signed or scaled values, drawn here), repeats of the first trial, three or four of the sets of other shapes again with fresh values,
+outlier, signed or scaled values, drawn here), repeats of the first trial, three to five of the sets of other shapes again with fresh values,
 an audit call on inputs of its own (with outlier values after other shapes), and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
@@ -27,7 +27,7 @@ HIDDEN_TRIALS = ("signed", "scaled", "outliers")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
-AGAIN = 4  # sets of other shapes asked for a second time at the end of the calls, drawn afresh (at most)
+AGAIN = 5  # sets of other shapes asked for a second time at the end of the calls, drawn afresh (at most)
 
 
 def _transform(kind: str) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def _other_size(plan: dict[str, Any], used: set[tuple[int, int, int]]) -> int:
     to 16n + 15 as the growth limit allows, drawn log-uniformly: a grid capped just above the largest planned size
     is met half the time), at random, none of the sizes in `used` where any is left; else the plan's."""
     n, new, key = int(plan["nominal"]), int(plan["new"]), (plan["anchor"], plan.get("dim", 0))
-    low, high = (1, n - 1) if new < n else (n + 1, int(plan.get("most", new)))
+    low, high = (2 if plan.get("dim") else 1, n - 1) if new < n else (n + 1, int(plan.get("most", new)))
     if high - low + 1 <= sum(1 for a, d, k in used if (a, d) == key and low <= k <= high):
         return new
     while True:
@@ -73,6 +73,17 @@ def _other_size(plan: dict[str, Any], used: set[tuple[int, int, int]]) -> int:
             size = min(high, int(low * (high / low) ** (secrets.randbelow(10**6) / 10**6)))
         if (*key, size) not in used:
             return size
+
+
+def _one_of_each_family(derived: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """The sets of other shapes less all but one of each family (pipeline.judge.resize: each place of a later size
+    alone), that one drawn for this check: a kernel wrong at one place only meets it in some checks, at the cost of one set."""
+    families: dict[str, list[int]] = {}
+    for k, d in enumerate(derived):
+        if family := d["resize"].get("family"):
+            families.setdefault(family, []).append(k)
+    dropped = {k for ks in families.values() for k in ks} - {secrets.choice(ks) for ks in families.values()}
+    return tuple(d for k, d in enumerate(derived) if k not in dropped)
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,7 @@ class Draw:
     @classmethod
     def new(cls, options, hidden: tuple[str, ...], timed_count: int, derived: tuple[dict[str, Any], ...] = (),
             other_shapes: bool = False) -> Draw:
+        derived = _one_of_each_family(derived)
         trials = tuple({"name": f"trial_{i + 1}", "seed": _seed()} for i in range(options.correctness_trials))
         made = []
         for kind in hidden:
@@ -129,7 +141,7 @@ class Draw:
         # all three among the leading sizes where any (a kernel that answered them and refuses them at the end is met
         # whatever it did with another dimension, and the drawn one is a batch no set had); the second, drawn, above
         # the problem's where one is
-        single = [s for s in shaped if not s["resize"].get("together")]
+        single = [s for s in shaped if not s["resize"].get("together") and not s["resize"].get("layout")]
         leading = [s for s in single if not s["resize"].get("dim")] or single
         again = pick.sample(leading, min(1, len(leading)))
         others = [s for s in leading if s not in again] or [s for s in single if s not in again]
@@ -142,9 +154,15 @@ class Draw:
         # and a fourth, drawn too, from a later dimension's set above the problem's where the leading sizes gave the
         # second: a row length or spatial size up to 16n + 15 (a row block sized for the largest size planned is met)
         above = [s for s in single if s["resize"].get("dim") and s["resize"]["new"] > s["resize"]["nominal"] and s not in again]
-        if above and len(again) == AGAIN - 1 and not again[1]["resize"].get("dim"):
+        if above and len(again) == 3 and not again[1]["resize"].get("dim"):
             drawn_at.add(len(again))
             again.append(pick.choice(above))
+        # and a fifth from a later dimension's set below it, at a size from 2 to n - 1 drawn so (an even row length
+        # below the problem's, where the planned one is odd)
+        below = [s for s in single if s["resize"].get("dim") and s["resize"]["new"] < s["resize"]["nominal"] and s not in again]
+        if below and len(again) >= 3 and not again[1]["resize"].get("dim"):
+            drawn_at.add(len(again))
+            again.append(pick.choice(below))
         shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),
                     "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k in drawn_at else s["resize"]["new"]}}
                    for k, s in enumerate(again)]

@@ -11,8 +11,10 @@ A set may vary another dimension instead (`dim` > 0: a row length, a channel cou
 dimension of that size of every tensor input (a reduction length shared by two operands; the anchor's own leading
 size excepted), or that dimension alone, cut or grown the same way. A kernel that writes a row length as a literal is
 right only at the problem's. The first two sizes of 2 or more are varied one at a time; a dimension of size 1 (a kept
-dimension, one channel) is grown; and one set cuts every later size at once (`together`: a third size no set varied
-alone, a kernel wrong only where two sizes both leave the problem's).
+dimension, one channel) is grown; a size met in several places is also cut in one place alone (a square GEMM's N
+apart from its K: each place a set of the family, of which a check draws one); and one set cuts every later size at once (`together`: a third size no set varied alone, a kernel
+wrong only where two sizes both leave the problem's). Two more sets keep the problem's sizes in views that are not
+contiguous, and contiguous but not at the start of their memory (`layout`, as a user's sliced tensor is).
 
 The reference's first run (its facts) probes which derivations it runs on: `plans` lists them in the order tried.
 
@@ -149,7 +151,43 @@ def _dim_plans(inputs: list[Any], output_bytes: int, nominal: int, limit: float)
                 base.update(most=_most(n, new, fits), bytes=int(limit))
             found += [{"name": f"shape_dim{d}_{size}_{k}", "group": f"dim{d}_{size}_{k}", **base, "shared": True},
                       {"name": f"shape_dim{d}_{size}_{k}_alone", "group": f"dim{d}_{size}_{k}", **base, "shared": False}]
-    return found + _together(inputs)
+            if size == DIM_SIZES[0]:  # and each place of that size alone, where it has several (a square GEMM's N
+                # apart from K): every one the reference runs on is kept, and each check draws one (the `family`)
+                places = [(j, e) for j, i in enumerate(positions) for e, s in enumerate(inputs[i].shape)
+                          if s == n and (e > 0 or j != k)][:MAX_ANCHORS]
+                if len(places) > 1:
+                    found += [{"name": f"shape_dim{e}_{size}_{j}_apart", "group": f"dim{e}_{size}_{j}_apart", **base,
+                               "anchor": j, "dim": e, "shared": False, "family": f"dim{d}_{size}_{k}_apart"} for j, e in places]
+    return found + _together(inputs) + _layout(inputs, nominal, limit)
+
+
+def _layout(inputs: list[Any], nominal: int, limit: float) -> list[dict[str, Any]]:
+    """Two sets at the problem's own sizes with every tensor input a view of another layout (`strided`, `offset`):
+    a user's sliced tensor, which a kernel that assumes a row stride or an offset of zero reads wrong.
+    Only while twice the inputs stay below the growth limit (each view lies in a buffer twice its size)."""
+    positions = tensor_positions(inputs)
+    inputs_bytes = sum(inputs[i].numel() * inputs[i].element_size() for i in positions)
+    if not positions or nominal + inputs_bytes > limit:
+        return []
+    n = inputs[positions[0]].shape[0]
+    return [{"name": f"shape_{layout}", "group": layout, "size": layout, "anchor": 0, "nominal": n, "new": n, "shared": True,
+             "layout": layout} for layout in ("strided", "offset")]
+
+
+def strided(inputs: list[Any], layout: str = "strided") -> list[Any]:
+    """Each tensor input with a dimension, the same values in a view of a buffer of its own (made where torch's
+    default device is): `strided`, its last dimension at stride 2 and one element in (not contiguous); `offset`,
+    contiguous one element in (a slice of a larger tensor, which `.contiguous()` leaves as it is)."""
+
+    def view(x: torch.Tensor) -> torch.Tensor:
+        if layout == "offset":
+            out = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view(x.shape)
+        else:
+            out = torch.empty((*x.shape[:-1], 2 * x.shape[-1] + 1), dtype=x.dtype, device=x.device)[..., 1::2]
+        out.copy_(x)
+        return out
+
+    return [view(x) if isinstance(x, torch.Tensor) and x.dim() > 0 and x.numel() > 0 else x for x in inputs]
 
 
 def _together(inputs: list[Any]) -> list[dict[str, Any]]:
@@ -184,6 +222,8 @@ def resize(inputs: list[Any], spec: dict[str, Any], draw_more: Callable[[], list
     input; `together`: each of its sizes so) set to spec["new"]: cut, or grown by further draws (`draw_more()` gives
     another set of the problem's inputs, drawn as needed and shared by every input, so every process draws the same
     values)."""
+    if spec.get("layout"):  # the problem's own sizes: the layout is set once the values are drawn (strided)
+        return list(inputs)
     positions = tensor_positions(inputs)
     changes = spec.get("together") or [[spec["anchor"], spec.get("dim", 0), None, spec["new"]]]
     chosen: dict[int, dict[int, int]] = {}  # input -> its dimensions that change -> their new size

@@ -17,7 +17,8 @@ What the candidate does there decides:
 - right on every one: `general`;
 - a clean refusal (a plain Python exception raised by its code, raised every time it is asked, with the inputs
   left as they were, such as the expert backend's shape guard): `specialised to the problem's shapes`, with its error;
-  refusals of other sizes of a dimension past the first only (a row length, a spatial size), right at every leading
+  refusals of other sizes of a dimension past the first or of views not contiguous only (a row length, a spatial
+  size, a sliced input), right at every leading
   size: `general in the leading size`, with its error;
 - a wrong answer, or an answer where it refused before: a failed check (status mismatch) that names the shapes; a
   crash, a hang, an error that is no clean refusal, inputs written: the failed run's own status.
@@ -34,7 +35,7 @@ from pipeline.types import Check, TrialResult
 
 GENERAL = "general"
 SPECIALISED = "specialised to the problem's shapes"
-LEADING = "general in the leading size"  # right at every leading size tried; refused other sizes of another dimension
+LEADING = "general in the leading size"  # right at every leading size tried; refused other dimensions' sizes or layouts
 UNCHECKED = "not checked"  # no input of another shape the reference runs on: said, never read as a pass
 SIZE_WORDS = {"one": "1", "halved": "halved", "odd": "odd", "plus_two": "plus two", "doubled": "doubled",
               "doubled_plus_one": "doubled plus one", "large": "quadrupled plus three"}
@@ -45,6 +46,12 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
     of tensor input 1 odd, every dimension of that size ([32, 511])'; one asked again at the end at a size drawn
     for the check: 'leading size 27 (drawn at random, asked again at the end)'."""
     plan = derived["resize"]
+    if plan.get("layout"):
+        shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
+        values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
+        how = ("contiguous views one element into their memory" if plan["layout"] == "offset" else
+               "views that are not contiguous (stride 2 in the last dimension, one element in)")
+        return f"the problem's sizes in {how}{values} ({shapes})"
     if plan.get("together"):
         shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
         sizes = ", ".join(f"{n} to {new}" for _, _, n, new in plan["together"])
@@ -65,6 +72,11 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
         what, alone = "leading size", ", integer inputs only (the tensors as they were)"
     shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
     return f"{what} {SIZE_WORDS.get(plan['size'], plan['size'])}{alone}{values} ({shapes})"
+
+
+def _beyond_batch(derived: dict[str, Any]) -> bool:
+    """A set that changes something other than a leading size: another dimension, or the layout."""
+    return bool(derived["resize"].get("dim") or derived["resize"].get("layout"))
 
 
 def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult], refused: dict[str, str],
@@ -102,14 +114,14 @@ def judge_calls(draw, reference: dict[str, Any], results: dict[str, TrialResult]
             return Check("other_shapes", False, f"raised on inputs of another shape, then answered the same inputs when called "
                                                 f"again (a refusal is raised every time), {what}: {flaky[name]}"), ""
         if name in refused:
-            declined.append((f"{what}: {refused[name]}", bool(derived["resize"].get("dim"))))
+            declined.append((f"{what}: {refused[name]}", _beyond_batch(derived)))
         elif name not in results:
             return Check("other_shapes", False, f"no outputs on inputs of another shape, {what}"), ""
         elif not results[name].passed:
             return Check("other_shapes", False, f"wrong on inputs of another shape, {what}: {results[name].detail}"), ""
         else:
             seen.append(what)
-            leading += not derived["resize"].get("dim")
+            leading += not _beyond_batch(derived)
     note = f"; {reference['derive_note']}" if reference.get("derive_note") else ""
     if skipped:
         note += "; not owed, the reference refused this check's draw of: " + "; ".join(skipped)

@@ -225,6 +225,16 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+def _copy_in_layout(x: torch.Tensor) -> torch.Tensor:
+    """A fresh copy of x with its strides and storage offset (clone() makes a view that is not dense contiguous)."""
+    if any(stride == 0 and size > 1 for size, stride in zip(x.shape, x.stride())):
+        return x.clone()  # an expanded tensor: elements that share memory cannot be copied into as such
+    buffer = torch.empty(x.untyped_storage().nbytes() // max(1, x.element_size()), dtype=x.dtype, device=x.device)
+    copy = buffer.as_strided(x.shape, x.stride(), x.storage_offset())
+    copy.copy_(x)
+    return copy
+
+
 def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> list[Any]:
     """The inputs of one named set: `get_inputs()` under the set's seed, then its transform: `signed` draws
     standard normal values instead, `scaled` multiplies by the set's `scale` (floating inputs only).
@@ -248,6 +258,9 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
             _replace(inputs, lambda v: _with_outliers(v, gen))
     inputs = to_device(inputs, device)
+    if (input_set.get("resize") or {}).get("layout"):  # after the values: a transform makes contiguous tensors again
+        with device:
+            inputs = resize.strided(inputs, input_set["resize"]["layout"])
     if device.type == "cuda" and tensor_bytes(inputs) > KEEP_ON_DEVICE_BYTES:
         # what drawing them left in torch's cache goes back to the driver, for the other worker, the judge and the
         # outputs' export (cuMemCreate draws outside this cache); in the candidate's worker this runs before the poison
@@ -670,7 +683,7 @@ class ReferenceRun:
             for plan in plans:
                 key = plan["group"]
                 same = (plan["anchor"], plan.get("dim", 0), plan["new"], plan["shared"], plan.get("counts", True), plan.get("tensors", True),
-                        str(plan.get("together")))
+                        str(plan.get("together")), plan.get("layout"))
                 if key in done or same in kept:
                     continue
                 dim = f"dimension {plan['dim']} of " if plan.get("dim") else ""
@@ -1134,7 +1147,7 @@ class CandidateRun:
             return
         except Refused as first:
             raised = first.text
-        again = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        again = [_copy_in_layout(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         try:
             self.call(model, again, name, sample=False, refusable=True, refused_first=raised)
         except Refused as refused:

@@ -56,3 +56,32 @@ def test_a_dimension_of_size_one_is_grown_with_further_draws():
     draws = iter([[t] for t in more])
     grown = resize.resize([x], plans[0], lambda: next(draws))[0]
     assert tuple(grown.shape) == (16, 3, 12) and torch.equal(grown, torch.cat([x, *more], 1))
+
+
+def test_each_place_of_a_later_size_met_twice_is_a_set_of_one_family_and_a_check_draws_one():
+    """A square GEMM's 32 is A's K, B's K and B's N: each alone is a set of one family (red team 13's c13 took B's
+    row stride as K, and c17 changed W only with H), the reference keeps those it runs on, and a check draws one."""
+    from pipeline.judge.draw import Draw
+    from pipeline.types import EvalOptions as Options
+    a, b = torch.rand(8, 8), torch.rand(8, 8)
+    family = [p for p in resize.plans([a, b], 8 * 8 * 4) if p.get("family")]
+    assert [(p["anchor"], p["dim"], p["new"], p["shared"]) for p in family] == [(0, 1, 7, False), (1, 0, 7, False), (1, 1, 7, False)]
+    derived = tuple({"name": p["name"], "resize": p} for p in family)
+    chosen = set()
+    for _ in range(60):
+        drawn = [s["name"] for s in Draw.new(Options(device="cpu"), (), 0, derived, True).derived if not s.get("again")]
+        assert len(drawn) == 1
+        chosen.add(drawn[0])
+    assert chosen == {p["name"] for p in family}
+
+
+def test_the_layout_set_holds_the_same_values_in_a_view_not_contiguous_or_one_element_in():
+    x, w, scalar = torch.rand(4, 6), torch.rand(6), torch.tensor(2.0)
+    assert [p["layout"] for p in resize.plans([x, w, scalar], 4 * 6 * 4) if p.get("layout")] == ["strided", "offset"]
+    strided = resize.strided([x, w, scalar, 3], "strided")
+    assert [t.stride() for t in strided[:2]] == [(13, 2), (2,)] and all(t.storage_offset() == 1 for t in strided[:2])
+    offset = resize.strided([x, w, scalar, 3], "offset")
+    assert offset[0].is_contiguous() and offset[0].storage_offset() == 1
+    for made in (strided, offset):
+        assert torch.equal(made[0], x) and torch.equal(made[1], w) and made[2] is scalar and made[3] == 3
+    assert not [p for p in resize.plans([torch.empty(1 << 31, device="meta")], 0) if p.get("layout")]  # 8 GiB: no room for two
