@@ -191,21 +191,29 @@ def strided(inputs: list[Any], layout: str = "strided") -> list[Any]:
 
 
 def _together(inputs: list[Any]) -> list[dict[str, Any]]:
-    """One set that cuts every distinct later size of 4 or more at once, each to its odd size below (every dimension
-    of that size, as a shared set does), where there are two such sizes or more: a third size, a fourth, and a
-    kernel right while either size alone changes are met there. Its first size stands as the set's own."""
-    positions, sizes, seen = tensor_positions(inputs), [], set()
+    """One set that cuts several sizes at once, each to its odd size below (every dimension of that size, as a shared
+    set does): the first leading size with every distinct later size of 4 or more, or, where the reference refuses
+    that, the later sizes alone (where there are two or more): a kernel right while each size changes alone (a batch
+    and a row length both off the problem's; a third later size) is met there. Its first later size stands as the
+    set's own."""
+    positions, sizes = tensor_positions(inputs), []
+    seen = {inputs[positions[0]].shape[0]} if positions else set()
     for k, i in enumerate(positions):
         for d in range(1, inputs[i].dim()):
             n = inputs[i].shape[d]
             if n >= 4 and n not in seen and len(sizes) < MAX_TOGETHER:
                 seen.add(n)
                 sizes.append([k, d, n, dict(SIZES)["odd"](n)])
-    if len(sizes) < 2:
+    if not sizes:
         return []
     k, d, n, new = sizes[0]
-    return [{"name": "shape_dims_together", "group": "dims_together", "size": "odd", "anchor": k, "dim": d, "nominal": n,
-             "new": new, "shared": True, "together": sizes}]
+    base = {"group": "dims_together", "size": "odd", "anchor": k, "dim": d, "nominal": n, "new": new, "shared": True}
+    found = []
+    if (batch := inputs[positions[0]].shape[0]) >= 4:
+        found.append({"name": "shape_all_together", **base, "together": [[0, 0, batch, dict(SIZES)["odd"](batch)], *sizes]})
+    if len(sizes) > 1:
+        found.append({"name": "shape_dims_together", **base, "together": sizes})
+    return found
 
 
 def _most(n: int, new: int, fits: Callable[[int], bool]) -> int:

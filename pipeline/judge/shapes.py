@@ -56,7 +56,8 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
         shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
         sizes = ", ".join(f"{n} to {new}" for _, _, n, new in plan["together"])
         values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
-        return f"every later size at once ({sizes}), every dimension of each size{values} ({shapes})"
+        which = "the leading and every later size" if plan["together"][0][1] == 0 else "every later size"
+        return f"{which} at once ({sizes}), every dimension of each size{values} ({shapes})"
     if plan.get("dim"):
         what = f"size of dimension {plan['dim']} of tensor input {plan['anchor'] + 1}"
         alone = ", every dimension of that size" if plan["shared"] else ", that dimension only"

@@ -1,7 +1,7 @@
 """Red team 12's later-dimension attacks (session 25, a helper that had not seen our fixtures, on 34d3392;
 tests/fixtures/dims_attacks has each attempt and README.md the table), closed in session 26: a third later size
-never varied (01) and a kernel wrong only where two later sizes both change (04) meet the set that cuts every later
-size at once; a size-1 dimension read as if it stayed 1 (02) meets it grown to 3. 03 (a row block sized for 2n + 1
+never varied (01) and a kernel wrong only where two later sizes both change (04) meet the set that cuts the leading
+and every later size at once; a size-1 dimension read as if it stayed 1 (02) meets it grown to 3. 03 (a row block sized for 2n + 1
 at the first call) meets a later size drawn up to 16n + 15 in about half the checks, so no test asserts its
 verdict; tests/judge/test_draw.py asserts the draw. CPU, the Triton interpreter."""
 
@@ -26,9 +26,9 @@ def judge():
 
 
 @pytest.mark.parametrize("candidate, problem, says", [
-    ("01_third_dim_literal.py", "prob_3d_softmax.py", "every later size at once (8 to 7, 6 to 5, 10 to 9)"),
+    ("01_third_dim_literal.py", "prob_3d_softmax.py", "the leading and every later size at once (4 to 3, 8 to 7, 6 to 5, 10 to 9)"),
     ("02_unit_dim_ignored.py", "prob_unit_dim.py", "size of dimension 1 of tensor input 1 doubled plus one"),
-    ("04_both_dims_change.py", "prob_3d_softmax.py", "every later size at once (8 to 7, 6 to 5, 10 to 9)"),
+    ("04_both_dims_change.py", "prob_3d_softmax.py", "the leading and every later size at once (4 to 3, 8 to 7, 6 to 5, 10 to 9)"),
 ])
 def test_a_kernel_wrong_at_a_later_size_fails_other_shapes(judge, candidate, problem, says):
     result = judge.evaluate(load_problem(ATTACKS / problem), load_candidate(ATTACKS / candidate))
@@ -37,15 +37,21 @@ def test_a_kernel_wrong_at_a_later_size_fails_other_shapes(judge, candidate, pro
     assert check.passed is False and "wrong on inputs of another shape" in check.detail and says in check.detail, check.detail
 
 
-def test_every_later_size_is_cut_at_once_in_one_set_where_there_are_two_or_more():
+def test_every_size_is_cut_at_once_in_one_set_and_the_later_ones_alone_where_the_reference_refuses_that():
     x, w = torch.rand(4, 8, 6, 10), torch.rand(10, 6)
     plans = resize.plans([x, w], output_bytes=x.numel() * 4)
     together = [p for p in plans if p.get("together")]
-    assert len(together) == 1 and [t[2:] for t in together[0]["together"]] == [[8, 7], [6, 5], [10, 9]]
-    derived = resize.resize([x, w], together[0], lambda: [torch.rand(4, 8, 6, 10), torch.rand(10, 6)])
+    assert [p["name"] for p in together] == ["shape_all_together", "shape_dims_together"]
+    assert {p["group"] for p in together} == {"dims_together"}  # the first the reference runs on is kept
+    assert [t[2:] for t in together[0]["together"]] == [[4, 3], [8, 7], [6, 5], [10, 9]]
+    assert [t[2:] for t in together[1]["together"]] == [[8, 7], [6, 5], [10, 9]]
+    draws = [torch.rand(4, 8, 6, 10), torch.rand(10, 6)]
+    derived = resize.resize([x, w], together[1], lambda: draws)
     assert [tuple(t.shape) for t in derived] == [(4, 7, 5, 9), (9, 5)]  # every dimension of each size, at once
     assert torch.equal(derived[0], x[:, :7, :5, :9]) and torch.equal(derived[1], w[:9, :5])  # the same draws, cut
-    assert not [p for p in resize.plans([torch.rand(16, 64)], 0) if p.get("together")]  # one later size: its own sets
+    assert [tuple(t.shape) for t in resize.resize([x, w], together[0], lambda: draws)] == [(3, 7, 5, 9), (9, 5)]
+    # one later size: the batch and the row together (red team 13's c04), no set of the later sizes alone
+    assert [p["name"] for p in resize.plans([torch.rand(16, 64)], 0) if p.get("together")] == ["shape_all_together"]
 
 
 def test_a_dimension_of_size_one_is_grown_with_further_draws():

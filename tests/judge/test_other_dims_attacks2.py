@@ -2,7 +2,8 @@
 each attempt and README.md the table: 22 of 23 wrong kernels got ok). Closed here: a kernel that assumes a packed
 row (c06), NCHW offsets without `.contiguous()` (c19) or a storage offset of zero (c24) meets the two layout sets
 (the problem's sizes in views with a stride of 2, and contiguous one element in); a square GEMM's N taken as its K
-(c13) meets N cut alone. The honest kernels (h1-h3) stay general. The rest are open or met only in some checks (the
+(c13) meets N cut alone; a kernel wrong only where the batch and the row both change (c04) meets the set that cuts
+them together. The honest kernels (h1-h3) stay general. The rest are open or met only in some checks (the
 README says which). CPU, the Triton interpreter."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def judge():
     ("c19_sum4d_channels_last.py", ATTACKS / "p_sum_c_4d.py", "views that are not contiguous"),
     ("c24_softmax_storage_offset.py", TINY / "23_Softmax.py", "contiguous views one element into their memory"),
     ("c13_gemm_rect_n.py", TINY / "1_GEMM_Square.py", "size of dimension 1 of tensor input 2 odd, that dimension only"),
+    ("c04_softmax_both_change.py", TINY / "23_Softmax.py", "the leading and every later size at once (16 to 15, 64 to 63)"),
 ])
 def test_a_kernel_wrong_on_a_view_or_a_size_apart_fails(judge, candidate, problem, says):
     result = judge.evaluate(load_problem(problem), load_candidate(ATTACKS / candidate))
