@@ -3,7 +3,7 @@
 A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
 few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
 the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
-outlier, signed or scaled values, drawn here), repeats of the first trial, three to five of the sets of other shapes again with fresh values,
+outlier, signed or scaled values, drawn here), repeats of the first trial, three to six of the sets of other shapes again with fresh values,
 an audit call on inputs of its own (with outlier values after other shapes), and on a GPU the timed trials. The timed trials rotate
 through a few timed input sets loaded into fixed buffers, and every trial's floating inputs are also scaled by a
 factor of its own near 1, so no two trials see the same contents (a cache keyed on the inputs' values never hits);
@@ -27,7 +27,7 @@ HIDDEN_TRIALS = ("signed", "scaled", "outliers")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
-AGAIN = 5  # sets of other shapes asked for a second time at the end of the calls, drawn afresh (at most)
+AGAIN = 6  # sets of other shapes asked for a second time at the end of the calls, drawn afresh (at most)
 
 
 def _transform(kind: str) -> dict[str, Any]:
@@ -163,6 +163,12 @@ class Draw:
         if below and len(again) >= 3 and not again[1]["resize"].get("dim"):
             drawn_at.add(len(again))
             again.append(pick.choice(below))
+        # and a sixth from a leading size's set below it, at a size from 1 to n - 1 drawn so (a batch of 5 where the
+        # sets below are halved, odd and 1: red team 13's c02)
+        lower = [s for s in leading if not s["resize"].get("dim") and s["resize"]["new"] < s["resize"]["nominal"] and s not in again]
+        if lower and len(again) >= 3:
+            drawn_at.add(len(again))
+            again.append(pick.choice(lower))
         shaped += [{"name": f"{s['name']}_again", "seed": _seed(), "again": s["name"], **_transform(secrets.choice(kinds)),
                     "resize": {**s["resize"], "new": _other_size(s["resize"], used) if k in drawn_at else s["resize"]["new"]}}
                    for k, s in enumerate(again)]

@@ -50,19 +50,24 @@ def test_with_fewer_sets_than_kinds_which_kinds_reach_another_shape_is_drawn():
     assert set(seen) == {"", "outliers", "signed", "scaled"}, seen
 
 
-def test_three_sets_are_asked_again_drawn_afresh_at_their_own_a_new_and_a_seen_size():
+def test_four_sets_are_asked_again_drawn_afresh_at_their_own_a_new_a_seen_and_a_new_lower_size():
     tried = {s["resize"]["new"] for s in DERIVED}
-    drawn, thirds = set(), Counter()
+    drawn, thirds, lower = set(), Counter(), set()
     for _ in range(200):
         draw = Draw.new(OPTIONS, ("signed", "outliers"), 0, DERIVED, True)
         again = [s for s in draw.derived if s.get("again")]
-        assert len(again) == AGAIN - 2 == 3 and len({s["again"] for s in again}) == 3  # a fourth and fifth only for later dimensions
+        # the sixth draws a batch below the problem's (red team 13's c02); a fourth and fifth only for later dimensions
+        assert len(again) == AGAIN - 2 == 4 and len({s["again"] for s in again}) == 4
         sources = {s["name"]: s for s in draw.derived}
         for s in again:
             source = sources[s["again"]]
             assert s["name"] == f"{source['name']}_again" and s["seed"] != source["seed"]
             new, plan = s["resize"]["new"], source["resize"]
             assert {**s["resize"], "new": plan["new"]} == plan
+            if s is again[3]:  # a size below the problem's that no set has
+                assert 1 <= new < 16 and new not in tried and plan["new"] < 16
+                lower.add(new)
+                continue
             if s is not again[1]:  # the first and third at their sources' own sizes, fresh values
                 assert new == plan["new"]
                 if s is again[2]:  # below the problem's where a set is (cheaper): another set's size, seen before
@@ -76,6 +81,7 @@ def test_three_sets_are_asked_again_drawn_afresh_at_their_own_a_new_and_a_seen_s
             drawn.add(new)
     assert len(drawn) > 8, drawn  # sizes drawn, not a pattern
     assert len(thirds) == 3, thirds  # each set below the problem's size in some check
+    assert len(lower) > 8, lower  # batches below, drawn
     # every set it may refuse is asked once more under a name of its own, compared with nothing of the reference's
     assert set(draw.asked_again) == {f"{s['name']}_asked_again" for s in DERIVED}
     assert draw.reference_name("shape_odd_0_asked_again") == "shape_odd_0"
@@ -102,7 +108,8 @@ def test_the_drawn_size_is_above_the_problems_where_a_set_is_and_reaches_past_fo
     for _ in range(200):
         draw = Draw.new(OPTIONS, ("signed", "outliers"), 0, derived, True)
         first, second, third, *later = [s for s in draw.derived if s.get("again")]
-        assert [s["again"] for s in later] == ["shape_dim1_odd_0"]  # the fifth: the later dimension's set below
+        assert [s["again"] for s in later][0] == "shape_dim1_odd_0"  # the fifth: the later dimension's set below
+        assert not later[1]["resize"].get("dim") and later[1]["resize"]["new"] < 16  # the sixth: a batch below
         assert not first["resize"].get("dim") and not third["resize"].get("dim")
         assert 16 < second["resize"]["new"] <= 271 and not second["resize"].get("dim")
         drawn.append(second["resize"]["new"])
@@ -119,7 +126,7 @@ def test_the_drawn_size_is_a_leading_one_where_the_problem_has_leading_sets_and_
     fourth = []
     for _ in range(200):
         again = [s for s in Draw.new(OPTIONS, ("signed",), 0, derived, True).derived if s.get("again")]
-        assert len(again) == AGAIN - 1 and not any(s["resize"].get("dim") for s in again[:3]), again
+        assert len(again) == AGAIN - 1 and not any(s["resize"].get("dim") for s in again[:3]), again  # no later set below
         assert again[3]["again"] == "shape_dim1_doubled_plus_one_0" and 64 < again[3]["resize"]["new"] <= 1039
         fourth.append(again[3]["resize"]["new"])
     assert max(fourth) > 4 * 64 + 3 and len(set(fourth)) > 20  # past a block sized for 2n + 1, at sizes drawn

@@ -3,7 +3,8 @@ each attempt and README.md the table: 22 of 23 wrong kernels got ok). Closed her
 row (c06), NCHW offsets without `.contiguous()` (c19) or a storage offset of zero (c24) meets the two layout sets
 (the problem's sizes in views with a stride of 2, and contiguous one element in); a square GEMM's N taken as its K
 (c13) meets N cut alone; a kernel wrong only where the batch and the row both change (c04) meets the set that cuts
-them together. The honest kernels (h1-h3) stay general. The rest are open or met only in some checks (the
+them together; a kernel wrong at batches below the problem's other than the planned ones (c02) meets a batch drawn
+there (a sixth set asked again). The honest kernels (h1-h3) stay general. The rest are open or met only in some checks (the
 README says which). CPU, the Triton interpreter."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def judge():
     ("c24_softmax_storage_offset.py", TINY / "23_Softmax.py", "contiguous views one element into their memory"),
     ("c13_gemm_rect_n.py", TINY / "1_GEMM_Square.py", "size of dimension 1 of tensor input 2 odd, that dimension only"),
     ("c04_softmax_both_change.py", TINY / "23_Softmax.py", "the leading and every later size at once (16 to 15, 64 to 63)"),
+    ("c02_softmax_batch_below_gap.py", TINY / "23_Softmax.py", "(drawn at random"),  # 2 to 14 but the planned 8
 ])
 def test_a_kernel_wrong_on_a_view_or_a_size_apart_fails(judge, candidate, problem, says):
     result = judge.evaluate(load_problem(problem), load_candidate(ATTACKS / candidate))

@@ -38,10 +38,10 @@ def test_a_general_kernel_is_right_on_the_derived_shapes(judge):
     for size, shape in (("halved", "[8, 64]"), ("odd", "[15, 64]"), ("1", "[1, 64]"), ("plus two", "[18, 64]"),
                         ("doubled", "[32, 64]"), ("doubled plus one", "[33, 64]"), ("quadrupled plus three", "[67, 64]")):
         assert re.search(rf"leading size {size}(, (outlier|signed|scaled) values)? \({re.escape(shape)}\)", check.detail), check.detail
-    # each check draws which sets take outlier, signed or scaled values, each kind at least once; five are asked
-    # again, two at their own sizes, a batch and two row lengths (above and below) at sizes drawn for the check
+    # each check draws which sets take outlier, signed or scaled values, each kind at least once; six are asked
+    # again, two at their own sizes, two batches and two row lengths (above and below) at sizes drawn for the check
     assert all(f"{kind} values" in check.detail for kind in ("outlier", "signed", "scaled")), check.detail
-    assert check.detail.count("asked again at the end") == 5 and check.detail.count("drawn at random") == 3, check.detail
+    assert check.detail.count("asked again at the end") == 6 and check.detail.count("drawn at random") == 4, check.detail
     assert re.search(r"size of dimension 1 of tensor input 1 \d+ \(drawn at random", check.detail), check.detail
     assert check.passed
 
