@@ -282,7 +282,9 @@ def _sized(x: torch.Tensor, sizes: dict[int, int], draw: Callable[[int], torch.T
     grow = [d for d, new in sizes.items() if new > x.shape[d]]
     if not grow:
         t = cut(x)
-        return t.contiguous().clone() if len(sizes) > 1 or min(sizes) > 0 else t.clone()
+        # one copy, contiguous (`.contiguous().clone()` made two of a cut view: a 16 GB input held three times
+        # over ran the reference's worker out of an H100's memory, bench/results/2026-12-07-s26)
+        return t.clone(memory_format=torch.contiguous_format)
     count = iter(range(1 << 62))
 
     def build(depth: int) -> torch.Tensor:

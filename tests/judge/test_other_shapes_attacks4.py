@@ -50,7 +50,8 @@ def test_a_refusal_that_lets_the_third_call_through_fails(judge):
 
 def test_a_refusal_that_spoils_the_answers_at_other_shapes_after_it_fails(judge):
     result = verdict(judge, "a2_refusal_poisons_later.py")
-    assert result.status is Status.MISMATCH and "asked again at the end" in result.reason, result.reason
+    # met at the end, or since session 26 already where the batch and the row change together
+    assert result.status is Status.MISMATCH and any(s in result.reason for s in ("asked again at the end", "the leading and every later size at once")), result.reason
 
 
 @pytest.mark.parametrize("candidate, problem", [("a3_checksum_swap.py", ""), ("a4_index_permute.py", "gather_rows.py")])

@@ -54,14 +54,15 @@ def test_input_damage_that_reads_the_same_is_banned(judge, candidate, problem):
 
 
 @pytest.mark.parametrize("candidate, problem, says", [
-    ("a10_late_refusal_damages_seen_shapes.py", "", "audit"),
+    ("a10_late_refusal_damages_seen_shapes.py", "", ("audit", "repeat_1")),  # the repeats, since session 26's sets
     ("a11_flaky_refusal_hidden.py", "", "then answered the same inputs when called again"),
     ("a13_second_batch_never_apart.py", "two_batches.py", "that input only"),
-    ("a16_second_call_stale_capture.py", "", "asked again at the end"),
+    ("a16_second_call_stale_capture.py", "", ("asked again at the end", "the leading and every later size at once")),
 ])
 def test_a_kernel_wrong_where_the_check_now_looks_fails(judge, candidate, problem, says):
     result = verdict(judge, candidate, problem)
-    assert result.status is Status.MISMATCH and says in result.reason, result.reason
+    says = (says,) if isinstance(says, str) else says
+    assert result.status is Status.MISMATCH and any(s in result.reason for s in says), result.reason
 
 
 def test_answers_that_are_views_of_one_reused_buffer_fail(judge):
