@@ -16,6 +16,7 @@ import builtins
 import codecs
 import functools
 import io
+import re
 import tokenize
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -218,6 +219,7 @@ _UNTRACED_REACH = frozenset({
     "socket", "traceback", "pickle", "marshal", "shutil", "mmap", "_posixsubprocess", "posix", "resource", "fcntl",
     "weakref", "atexit", "pipeline", "runpy", "code", "faulthandler", "os",
     "exec", "eval", "__import__", "getattr", "setattr", "delattr", "globals", "locals", "vars", "open", "_getframe",
+    "np", "numpy", "threading", "concurrent", "asyncio", "signal", "interpreter",
 })
 # Builtins that turn names into objects, or read namespaces, when used as values (passed to map, bound to a name)
 _DYNAMIC_BUILTINS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr",
@@ -284,6 +286,13 @@ _NODES = tuple(getattr(ast, name) for name in """
     alias withitem type_ignore Match match_case MatchValue MatchSingleton MatchSequence MatchStar MatchAs MatchOr
     """.split() if hasattr(ast, name))
 _OWN_FINDINGS = tuple(getattr(ast, name) for name in ("AsyncFunctionDef", "Await", "Yield", "YieldFrom", "MatchClass", "MatchMapping"))
+# modules a string may not name (the judge's process and everything that reaches around it)
+_MODULES_BY_NAME = frozenset({
+    "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "subprocess", "_thread", "multiprocessing", "socket",
+    "traceback", "pickle", "marshal", "_posixsubprocess", "posix", "threading", "numpy", "pipeline", "faulthandler",
+    "runpy", "weakref", "atexit",
+})
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # a string that reads as an attribute path
 _IDENTITY_KEY = "data_ptr/id"
 _SHAPE_KEY = "shape"
 
@@ -691,6 +700,7 @@ class _Auditor(ast.NodeVisitor):
         self._helper_caches: set[int] = set()  # ids of cache decorators on pure helpers (pipeline/judge: allowed)
         self._jitted: set[str] = set()  # the module's jitted functions (visit_Module fills it)
         self._own: frozenset[str] = frozenset()  # every name the file itself binds, as a name or an attribute
+        self._owners: frozenset[str] = frozenset()
 
     def add(self, rule: str, message: str, node: ast.AST) -> None:
         self.findings.append(Finding(rule, message, getattr(node, "lineno", 0)))
@@ -715,6 +725,8 @@ class _Auditor(ast.NodeVisitor):
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in self._jitted:
                 self._jitted |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
         self._own = frozenset(_own_names(node))
+        # what a private name may be read from: the module's own objects (`self`, `cls`, its classes and functions)
+        self._owners = frozenset({"self", "cls"} | {n.name for n in node.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))})
         self.generic_visit(node)
 
     def _is_jit(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -893,7 +905,8 @@ class _Auditor(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             if path := self.resolve(node):
                 self._check_use(path, node)
-            elif _is_private(node.attr) and node.attr not in self._own | _PRIVATE_READS:
+            elif _is_private(node.attr) and node.attr not in _PRIVATE_READS and not (
+                    node.attr in self._own and isinstance(node.value, ast.Name) and node.value.id in self._owners):
                 # x._base, m._modules, t._values(): an object's internals, which no kernel needs and the judge
                 # cannot vouch for (a by-allowlist rule: the file's own private names are its own)
                 self.add("introspection", f"reads .{node.attr}: a private attribute this file does not define (the internals "
@@ -957,6 +970,15 @@ class _Auditor(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             self._check_text(node.value, node)
+            if node.value in _MODULES_BY_NAME:  # `operator.getitem(vars(torch), "sys")`: a module looked up by its name
+                self.add("introspection", f"names the module {node.value!r} in a string: a lookup by name reaches it where "
+                         "no import or alias rule sees it", node)
+            if _DOTTED.fullmatch(node.value):  # `attrgetter("run.__closure__")`, `vars(x)["__array_interface__"]`
+                for part in node.value.split("."):
+                    if part in _FRAME_ATTRIBUTES or part == "handle" or (part.startswith("__") and part.endswith("__") and part not in _DUNDER_READS | _DUNDER_DEFINITIONS):
+                        self.add("introspection", f"names .{part} in a string ({node.value!r}): an attribute read where no "
+                                 "rule sees one (attrgetter, a namespace's key)", node)
+                        break
 
     def visit_Expr(self, node: ast.Expr) -> None:
         # A string statement (a docstring) does nothing: its words are no evidence.

@@ -537,7 +537,7 @@ def test_honest_candidates_have_no_findings(path):
         ("cheat_tf32_switch.py", "precision_downgrade"),
         ("cheat_lazy_tensor.py", "tensor_subclass"),
         ("cheat_side_stream.py", "side_stream"),
-        ("cheat_thread.py", "banned_import"),
+        ("cheat_thread.py", "banned_import introspection"),  # importlib.import_module("threading"): the name in a string too
         ("cheat_timer_patch.py", "monkey_patch"),
         ("softmax_ok.py", None),
         ("softmax_optional_import.py", None),
