@@ -156,3 +156,14 @@ def test_the_together_and_layout_sets_are_never_asked_again():
         for _ in range(50):
             again = [s for s in Draw.new(OPTIONS, ("signed",), 0, derived, True).derived if s.get("again")]
             assert all(s["again"] not in ("shape_dims_together", "shape_strided") for s in again)
+
+
+def test_the_largest_batch_takes_outlier_values_even_beside_a_longer_row():
+    """A later dimension's size is no batch: with a row length of 129 beside batches up to 32, the largest batch
+    still takes outliers in every check (red team 3's a17 dropped the max subtraction only off the problem's batch,
+    and passed the checks where the outliers went to the row length)."""
+    derived = DERIVED + ({"name": "shape_dim1_doubled_plus_one_0", "resize": {"size": "doubled_plus_one", "anchor": 0, "dim": 1,
+                                                                             "nominal": 64, "new": 129, "most": 1039, "shared": True}},)
+    for _ in range(100):
+        draw = Draw.new(OPTIONS, ("signed", "scaled", "outliers"), 0, derived, True)
+        assert next(s for s in draw.derived if s["name"] == "shape_doubled_0").get("transform") == "outliers"
