@@ -3,7 +3,7 @@
 # Carry .whl (the CLI's wheels), .kb (KernelBench/levelN/*.py fetched from its repository, never committed) and, to
 # go on with a run an earlier call began, egg-out/kb (its store and OUT): a call that finds egg-out/kb/out/bench.json
 # passes --resume. The run is stopped with SIGINT before the call's limit (finished problems are kept) and
-# egg-out/kb (or $KB) comes back as $OUT/kb.tar.gz. BENCH_ARGS adds flags (--only, --max-autotune...).
+# egg-out/kb (or $KB) comes back as $OUT/<its folder name>.tar.gz (several runs in one call keep apart). BENCH_ARGS adds flags (--only, --max-autotune...).
 # TIMEOUT_S kills a problem's worker after that many seconds; unset, egg bench's own (twice the wall budget + 300 s).
 set -uo pipefail
 SITE=${SITE:-/tmp/site}
@@ -17,4 +17,4 @@ timeout -s INT "${BENCH_S:-540}" python3 -m pipeline.cli bench .kb/KernelBench -
   --seeds "${SEEDS:-2}" --rounds "${ROUNDS:-1}" --max-wall-s "${WALL_S:-40}" ${TIMEOUT_S:+--timeout-s "$TIMEOUT_S"} \
   --out "$KB/out" --db "$KB/egg.sqlite" $RESUME ${BENCH_ARGS:-}
 echo "egg bench exited $?"
-tar czf "$OUT/kb.tar.gz" -C "$(dirname "$KB")" "$(basename "$KB")"
+tar czf "$OUT/$(basename "$KB").tar.gz" -C "$(dirname "$KB")" "$(basename "$KB")"

@@ -28,10 +28,11 @@ from pipeline.expert.values import Scope, ValueWriter
 SHARED_LIMIT_BYTES = 200 * 1024  # what a tile configuration may use of the H200's 227 KiB per block
 # Tiles from small to large, each checked to compile for sm_90 without spills (tests/expert/test_h200_compile.py):
 # past 128x128 an fp32 accumulator with tf32x3's split operands no longer fits the registers; exact fp32 FMA (ieee)
-# spills at 128x128x64.
+# holds two accumulators (each tile summed from zero, then added: pipeline.expert.precision.accumulate) and spills
+# at 128x128 (32 bytes with 8 warps), so its largest tile is 64x128, on 8 warps (4 spilled 32 bytes there).
 TILE_LADDER = {
     "float32": ((64, 64, 32), (64, 128, 32), (128, 128, 32), (128, 128, 64)),
-    "ieee": ((64, 64, 32), (64, 128, 32), (128, 128, 32)),
+    "ieee": ((64, 64, 32), (64, 128, 32)),
     "half": ((64, 128, 64), (128, 128, 64), (128, 256, 64)),
 }
 
@@ -48,7 +49,7 @@ def default_tile(m: int, n: int, k: int, dtype: str, precision: str) -> tuple[in
     if dtype in ("float16", "bfloat16"):
         bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
     elif precision == "ieee":
-        bm, bn, bk, warps, stages = 64, 128, 32, 4, 3
+        bm, bn, bk, warps, stages = 64, 128, 32, 8, 3
     else:
         bm, bn, bk, warps, stages = 128, 128, 32, 8, 3
     clamp = lambda block, size: max(16, min(block, next_pow2(size)))  # noqa: E731
@@ -80,8 +81,8 @@ class GemmKernel:
             bm, bn, bk = options.gemm_tile
             tile = (bm, bn, bk, 4 if bm * bn < 128 * 128 else 8, tile[4])
         self.bm, self.bn, self.bk, self.warps, stages = tile
-        if options.persistent and self.precision == "ieee":
-            self.warps = 8  # the tile loop's extra state spills at 4 warps with exact fp32 FMA
+        if self.precision == "ieee" and self.bm * self.bn >= 64 * 128:
+            self.warps = 8  # exact fp32 FMA's two accumulators spill at 4 warps from 64x128 on
         self.stages = options.num_stages or stages
         variables = [IndexVar("bidx", self.batch, None), IndexVar("mi", (rank - 2,), "mmask"), IndexVar("ni", (rank - 1,), "nmask")]
         self.tile_vars = tuple(variables[1:])

@@ -77,10 +77,16 @@ def accumulate(dtype: str, scheme: str) -> str:
     """The K loop's accumulation line. In exact fp32 (ieee, fused multiply-adds) one chain of K products rounds at
     every step to the running sum's magnitude, so its error grows with K (a sequential fp32 GEMM at K = 8,192 missed
     cuBLAS's accuracy on an H100: bench/results/2026-12-07-s25); each tile's BLOCK_K products summed from zero and
-    then added to the accumulator is a sum in two levels, a few times closer to the truth at the same cost. The
-    tensor-core schemes accumulate inside the dot."""
+    then added to the accumulator is a sum in two levels, a few times closer to the truth at the same cost.
+
+    Triton's compiler folds `acc + tl.dot(a, b)` back into `tl.dot(a, b, acc)`, one chain again (its combine pass,
+    on every GPU target), unless the dot carries a `max_num_imprecise_acc`: that argument means something only for
+    fp8 operands, and for fp32 keeps the add where it is written (tests/expert/test_precision.py reads the sm_90
+    compile). The tensor-core schemes accumulate inside the dot."""
     if dtype != "float32":
         return "acc = tl.dot(a, b, acc)"
     if scheme == "ieee":
-        return 'acc += tl.dot(a, b, input_precision="ieee")  # summed in two levels: each tile from zero, then into acc'
+        return ('acc += tl.dot(a, b, input_precision="ieee", max_num_imprecise_acc=1)'
+                "  # each tile from zero, then into acc (the 1 keeps Triton from folding the add into the dot)")
     return f'acc = tl.dot(a, b, acc, input_precision="{scheme}")'
+
