@@ -53,7 +53,10 @@ REFERENCE_AHEAD_BYTES = {"cuda": 16 << 30, "cpu": 2 << 30}
 AHEAD_SHARE_OF_DEVICE = 8
 # Candidate outputs that came before the reference's wait on the GPU up to this many bytes (or one set), else on the host.
 WAITING_ON_DEVICE_BYTES = 1 << 30
-DISPUTE_BYTES = 1 << 30  # candidate and reference outputs kept for the float64 referee, at most
+DISPUTE_BYTES = 1 << 30  # candidate and reference outputs kept for the float64 referee on the comparison's device
+# and, when that is a GPU, more in host memory: a batched GEMM's 533 MB output at another batch, both sides, did not fit
+# 1 GiB, so an exact kernel closer to float64 than cuBLAS was refused unrefereed (bench/results/2026-12-07-s27)
+HOST_DISPUTE_BYTES = 8 << 30
 FIRST_TRIAL = "trial_1"  # the set whose recorded outputs size every set's (pipeline.judge.draw names it so)
 
 
@@ -243,6 +246,9 @@ class Judge:
         """The reference worker's result, or ReferenceError with its story."""
         try:
             result = outcome.result
+            if outcome.tampering:  # the judge ended it for a message off the protocol: that, not the kill, is the story
+                raise ReferenceError(f"the reference problem failed to run: the judge ended its worker for {outcome.tampering[0]}",
+                                     outcome.log_tail)
             if result is None or "failure" in result:
                 why = result["failure"]["message"] if result else (outcome.result_error or _exit_story(outcome))
                 raise ReferenceError(f"the reference problem failed to run: {why}", outcome.log_tail)
@@ -513,8 +519,10 @@ class Comparer:
                 refs = [compare.subsample(r, self.draw.sample(call)) for r in refs]
         outs = self.candidate.pop(call)
         self.results[call] = compare.compare_outputs(call, outs, refs, degenerate=self.degeneracy.degenerate, device=self.device)
-        if self._disputable(call, refs) and _bytes(outs) + _bytes(refs) <= DISPUTE_BYTES - self._disputed_bytes():
-            self.disputed[call] = (outs, refs)
+        if self._disputable(call, refs):
+            where = dispute_place(_bytes(outs) + _bytes(refs), self.device, self._disputed_bytes(self.device), self._disputed_bytes("cpu"))
+            if where:
+                self.disputed[call] = (outs, refs) if where == self.device else ([t.cpu() for t in outs], [t.cpu() for t in refs])
         del outs, refs
         if call.startswith("repeat_"):
             self._repeats_left -= 1
@@ -543,8 +551,9 @@ class Comparer:
             return False
         return call == self.draw.audit["name"] or self.draw.reference_name(call) in {s["name"] for s in self.draw.checked}
 
-    def _disputed_bytes(self) -> int:
-        return sum(_bytes(outs) + _bytes(refs) for outs, refs in self.disputed.values())
+    def _disputed_bytes(self, device: str) -> int:
+        """The bytes of disputed outputs kept on `device` ("cpu": host memory)."""
+        return sum(_bytes([t for t in (*outs, *refs) if t.device.type == device]) for outs, refs in self.disputed.values())
 
     def referee_sets(self) -> list[dict[str, Any]]:
         """The sets the referee computes in float64: each disputed call's own (the audit call's with its subsample)."""
@@ -596,6 +605,17 @@ def _output_bytes(reference: Reference, name: str) -> int:
     """Bytes of one set's outputs, as the reference's full run recorded them."""
     tensors = reference.result["structure"].get(name, {}).get("tensors", [])
     return sum(_nbytes(t["dtype"], t["shape"]) for t in tensors)
+
+
+def dispute_place(size: int, device: str, on_device: int, on_host: int) -> str:
+    """Where a disputed call's outputs (`size` bytes, both sides) wait for the float64 referee: on the comparison's
+    `device` while DISPUTE_BYTES allows, then, beside a GPU, in host memory up to HOST_DISPUTE_BYTES (at most a
+    sixteenth of the machine's); '' when neither has room (the call stays a plain mismatch)."""
+    if size <= DISPUTE_BYTES - on_device:
+        return device
+    if device != "cpu" and size <= min(HOST_DISPUTE_BYTES, limits.machine_memory_bytes() // 16) - on_host:
+        return "cpu"
+    return ""
 
 
 def _bytes(tensors: list[torch.Tensor]) -> int:

@@ -102,3 +102,20 @@ def test_on_a_degenerate_problem_the_referee_settles_rounding_but_never_a_consta
     assert referee([zeros], [reference], [truth])[0]  # the element test alone would let it through...
     passed, detail = referee([zeros], [reference], [truth], degenerate=True)
     assert not passed and "degenerate problem: error relative to the reference's variation" in detail, detail
+
+
+def test_disputed_outputs_beyond_the_devices_allowance_wait_in_host_memory():
+    """A GPU check keeps disputed outputs on the device up to DISPUTE_BYTES, then in host memory: session 27's batched
+    GEMM at another batch (533 MB an output, both sides kept) was refused unrefereed once a second set needed the
+    referee. On the CPU there is no second place, and past both allowances the call stays a plain mismatch."""
+    from pipeline.judge import limits
+    from pipeline.judge.judge import DISPUTE_BYTES, HOST_DISPUTE_BYTES, dispute_place
+
+    host = min(HOST_DISPUTE_BYTES, limits.machine_memory_bytes() // 16)
+    big = 2 * 533 << 20
+    assert dispute_place(big, "cuda", 0, 0) == "cpu"
+    assert dispute_place(100 << 20, "cuda", 0, 0) == "cuda"
+    assert dispute_place(100 << 20, "cuda", DISPUTE_BYTES - (50 << 20), 0) == "cpu"
+    assert dispute_place(big, "cuda", 0, host - big + 1) == ""
+    assert dispute_place(big, "cpu", 0, 0) == ""
+    assert dispute_place(DISPUTE_BYTES, "cpu", 0, 0) == "cpu"
