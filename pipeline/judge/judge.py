@@ -288,13 +288,19 @@ class Judge:
         inputs of other shapes too, in the same check (None: as the options say; pipeline.judge.shapes)."""
         start = time.monotonic()
         shaped = self.options.other_shapes if other_shapes is None else other_shapes
-        verdict = self._evaluate_once(problem, candidate, shaped)
+        try:
+            verdict = self._evaluate_once(problem, candidate, shaped)
+        finally:
+            self._release_device_memory()
         if _side_stream_only(verdict):
             # The host's clock to a full-device sync is noisy on a shared machine: an honest tiny kernel read 0.059-
             # 0.073 ms against 0.054 allowed in 3 of some 30 H200 runs, a cheat 0.23 ms every time. A second,
             # complete evaluation (fresh inputs, fresh worker) decides, and its times are the ones reported: a
             # ban needs both to fail, and a pass never reports the times of the run that failed.
-            again = self._evaluate_once(problem, candidate, shaped)
+            try:
+                again = self._evaluate_once(problem, candidate, shaped)
+            finally:
+                self._release_device_memory()
             first = next(c for c in verdict.checks if c.name == "side_stream")
             if _side_stream_only(again):
                 verdict = dataclasses.replace(again, reason=f"{again.reason} (the second of two timings; the first: {first.detail})")
@@ -303,6 +309,14 @@ class Judge:
                 verdict = dataclasses.replace(again, flags=(*again.flags, note))
         phases = dict(verdict.judge_phase_s, total=round(time.monotonic() - start, 3))
         return dataclasses.replace(verdict, duration_s=round(time.monotonic() - start, 3), judge_phase_s=phases)
+
+    def _release_device_memory(self) -> None:
+        """Give the GPU memory this process compared outputs in back to the driver once a check ends: torch's caching
+        allocator kept it reserved, and the next check's workers (another process each) could not have it. A 16 GB
+        pooling problem's re-verification ran its reference out of device memory beside the 52 GB the first check's
+        comparisons had left reserved here (bench/results/2026-12-07-s27)."""
+        if self.compare_device == "cuda":
+            torch.cuda.empty_cache()
 
     def _evaluate_once(self, problem: Problem, candidate: Candidate, other_shapes: bool) -> EvalResult:
         base = EvalResult(Status.INFRA_ERROR, "", problem, candidate, self.options.device)

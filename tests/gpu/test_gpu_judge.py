@@ -127,3 +127,13 @@ def test_item_on_the_device_counts_as_bytes_to_the_host():
     with WorkRecorder(work):
         values = [x[i].item() for i in range(16)]
     assert values == list(range(16)) and work.to_host_bytes == 16 * 4
+
+
+def test_a_check_leaves_no_device_memory_reserved_in_the_judges_process(gpu_judge):
+    """The judge compares outputs on the GPU in its own process; once a check ends, torch's caching allocator gives
+    that memory back, so the next check's workers (a re-verification's reference among them) can have it: a 16 GB
+    pooling problem's re-verification ran out of device memory beside 52 GB left reserved (session 27)."""
+    result = gpu_judge.evaluate(problem(SOFTMAX), candidate("softmax_ok.py"))
+    assert result.status is Status.OK, result.reason
+    cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()  # at most the rest of a segment still in use
+    assert cached <= 20 << 20, (torch.cuda.memory_reserved(), torch.cuda.memory_allocated())
