@@ -17,6 +17,7 @@ import codecs
 import functools
 import io
 import re
+import string
 import tokenize
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -292,6 +293,35 @@ _MODULES_BY_NAME = frozenset({
     "traceback", "pickle", "marshal", "_posixsubprocess", "posix", "threading", "numpy", "pipeline", "faulthandler",
     "runpy", "weakref", "atexit",
 })
+_GLOBAL_HOOKS = ("register_module_",)  # torch.nn.modules.module's hooks on every module (forward, pre, backward, ...)
+_FORMAT_ATTRIBUTE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _format_field_attributes(text: str) -> list[str]:
+    """The attribute names the replacement fields of a str.format template read (`{0.a.b[k].c}`: a, b, c), nested
+    fields in format specs included; none when the text is no valid template."""
+    if "{" not in text:
+        return []
+    names: list[str] = []
+    try:
+        for _, field, spec, _ in string.Formatter().parse(text):
+            if field:
+                names += _FORMAT_ATTRIBUTE.findall(field)
+            if spec and "{" in spec:
+                names += _format_field_attributes(spec)
+    except (ValueError, IndexError):
+        return []
+    return names
+
+
+def _reaches_behind(attr: str) -> bool:
+    """An attribute name that reaches behind the value it is read from: a dunder no kernel reads, a private name, a
+    frame's or code's attribute, a Triton block's handle, a global module hook."""
+    if attr.startswith("__") and attr.endswith("__"):
+        return attr not in _DUNDER_READS | _DUNDER_DEFINITIONS
+    return attr.startswith("_") or attr in _FRAME_ATTRIBUTES or attr == "handle" or attr.startswith(_GLOBAL_HOOKS)
+
+
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # a string that reads as an attribute path
 _IDENTITY_KEY = "data_ptr/id"
 _SHAPE_KEY = "shape"
@@ -843,6 +873,8 @@ class _Auditor(ast.NodeVisitor):
         self._check_imports(node)
 
     def _check_imports(self, node: ast.Import | ast.ImportFrom) -> None:
+        for alias in node.names:  # `from torch.nn.modules.module import register_module_forward_hook as h`
+            self.visit_alias(alias)
         for path in _imported_paths(node):
             if banned := _banned(path):
                 self.add("banned_import", f"imports {banned[0]}: {banned[1]}", node)
@@ -883,6 +915,11 @@ class _Auditor(ast.NodeVisitor):
         lowered = text.lower()
         if marker := next((m for m in _PERSISTENCE_MARKERS if m in lowered), None):
             self.add("cuda_persistence", f"mentions {marker!r}: L2 persistence survives the judge's cache flush", node)
+        if text.startswith(_GLOBAL_HOOKS):
+            # torch.nn.modules.module.register_module_forward_hook and kin: a hook on every module's forward, the
+            # reference's included (red team 15's a3 and a6: its output caught for a replay, its input zeroed)
+            self.add("monkey_patch", f"mentions {text}: a global module hook runs on every module's calls, the reference's "
+                     "included", node)
 
     def visit_Name(self, node: ast.Name) -> None:
         self._check_text(node.id, node)
@@ -967,9 +1004,17 @@ class _Auditor(ast.NodeVisitor):
         self.add("introspection", f"matches a class pattern ({names}): it reads attributes where the audit cannot look", node)
         self.generic_visit(node)
 
+    def visit_alias(self, node: ast.alias) -> None:
+        self._check_text(node.name.rsplit(".", 1)[-1], node)  # an imported name, whatever it is bound to
+
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             self._check_text(node.value, node)
+            for part in _format_field_attributes(node.value):  # "{0.forward.__func__.__globals__}".format(self)
+                if _reaches_behind(part):
+                    self.add("introspection", f"reads .{part} in a format string's field ({node.value[:60]!r}): str.format "
+                             "follows attribute paths where no rule sees an attribute read", node)
+                    break
             if node.value in _MODULES_BY_NAME:  # `operator.getitem(vars(torch), "sys")`: a module looked up by its name
                 self.add("introspection", f"names the module {node.value!r} in a string: a lookup by name reaches it where "
                          "no import or alias rule sees it", node)
