@@ -152,6 +152,10 @@ _USE_RULES = (
       "torch.from_dlpack", "torch.to_dlpack", "torch.Tensor.numpy", "torch.Tensor.untyped_storage", "torch.Tensor.storage",
       "torch.Tensor.tolist", "torch.Tensor.apply_", "torch.Tensor.map_", "torch.Tensor.map2_")),
     ("monkey_patch", "registers kernels for torch's own operators", ("torch.library", "torch.Library", "torch._library")),
+    # `aten.exp.default.redispatch(DispatchKeySet(CPU), x)`: torch's ops called below the Python dispatch key, where
+    # the judge's work recorder sees none of them (red team 14's c09); a kernel file never picks dispatch keys
+    ("tensor_subclass", "calls torch's operators below the dispatch keys the judge records at",
+     ("torch.DispatchKey", "torch.DispatchKeySet", "torch._C.DispatchKey", "torch._C.DispatchKeySet")),
     ("introspection", "watches for the judge's probes", ("torch.profiler", "torch.autograd.profiler", "torch.autograd.graph")),
     ("introspection", "fetches objects by a path written in a string", ("string.Formatter", "operator.attrgetter",
                                                                         "operator.methodcaller", "pkgutil", "sysconfig")),
@@ -957,6 +961,9 @@ class _Auditor(ast.NodeVisitor):
     def _check_attribute_name(self, attr: str, node: ast.AST) -> None:
         if attr == "mro":  # the classes behind a value: torch.Tensor's bases hold its methods before the judge's probes
             self.add("introspection", "reads .mro: it reaches the classes behind the ones the candidate was given", node)
+        elif attr in ("redispatch", "redispatch_boxed", "_op_dk"):  # an operator run below the judge's dispatch mode
+            self.add("tensor_subclass", f"reads .{attr}: it runs a torch operator below the dispatch keys the judge "
+                     "records its work at", node)
         elif attr == "handle":  # wherever the value came from: a kernel made by any route, or a helper handed a block
             self.add("introspection", "reads .handle: the IR or, on the CPU interpreter, the numpy array behind a Triton "
                      "block, which no kernel needs", node)
@@ -1313,12 +1320,17 @@ def _cache_writes(func: ast.FunctionDef | ast.AsyncFunctionDef, symbols: _Symbol
 
 
 def _container_store(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
-    """(container, key) for `c[key] = v`, `c.setdefault(key, v)` and `c.__setitem__(key, v)`."""
+    """(container, key) for `c[key] = v`, `c.setdefault(key, v)` and `c.__setitem__(key, v)`; for `c.update(pairs)` and
+    `c |= pairs` the whole of what is merged in stands for the key (red team 14's c10 stored with `update`)."""
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
         return node.value, node.slice
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
         if node.func.attr in ("setdefault", "__setitem__"):
             return node.func.value, node.args[0]
+        if node.func.attr == "update":
+            return node.func.value, node.args[0]
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.BitOr):
+        return node.target, node.value
     return None
 
 
@@ -1365,6 +1377,9 @@ def _is_identity_call(call: ast.Call, symbols: _Symbols) -> bool:
     if isinstance(call.func, ast.Attribute) and call.func.attr == "data_ptr":
         subject = call.func.value
     elif symbols.resolve(call.func) == "builtins.id" and call.args:
+        subject = call.args[0]
+    elif symbols.resolve(call.func) == "builtins.hash" and call.args and not isinstance(call.args[0], (ast.Attribute, ast.Tuple, ast.Constant)):
+        # a tensor's hash is its identity (red team 14's c10 replayed outputs keyed on it); `hash(x.shape)` is a shape
         subject = call.args[0]
     else:
         return False

@@ -110,8 +110,8 @@ def test_the_audit_names_what_the_source_shows(name, problem_file, rule, status,
 @pytest.mark.parametrize("name, problem_file, rule, status, reason", CHEATS, ids=[c[0] for c in CHEATS])
 def test_with_the_audit_off_the_run_time_checks_give_the_verdict(unaudited, name, problem_file, rule, status, reason):
     result = unaudited.evaluate(load_problem(TINY / problem_file), load_candidate(REDTEAM / name))
+    # the expected status is never a timeout: no attack holds the judge up (a wall-clock bound here depended on load)
     assert (result.status, result.reason[: len(reason)]) == (status, reason), result.reason
-    assert result.duration_s < 20  # no attack holds the judge up: it ends the job at its first violation
 
 
 @pytest.mark.parametrize("name, problem_file", HONEST, ids=[h[0] for h in HONEST])
