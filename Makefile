@@ -44,7 +44,7 @@ browser:
 		|| { echo "the browser test needs Chromium at $(CHROMIUM): sudo apt-get install chromium"; exit 1; }
 
 test: setup llm-server browser
-	$(PY) -m pytest -q -m "not gpu" -n 2 --dist loadfile
+	$(PY) -m pytest -q -m "not gpu" -n 2 --dist loadfile --durations=30
 
 # On a machine with a CUDA GPU (the H200): the tests marked gpu.
 test-gpu:
