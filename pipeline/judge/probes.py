@@ -231,8 +231,10 @@ class WorkRecorder(_Recorder):
         if name in NON_COMPUTE_OPS:
             if name in ("_to_copy", "copy_", "copy", "to") and out is not None:
                 self._to_host(args, out)
-            elif name == "_local_scalar_dense" and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
-                work.to_host_bytes += args[0].element_size()  # .item() and kin: one value to the host
+            elif name == "_local_scalar_dense" and args and isinstance(args[0], torch.Tensor):
+                # .item() and kin: one value to the host, on every device (red team 16: torch's own argument parser
+                # reads a 0-dim tensor given as a size this way, byte by byte, out of the host probe's sight)
+                work.to_host_bytes += args[0].element_size()
             return out
         work.ops[name] += 1
         self._bump()

@@ -429,11 +429,25 @@ class CandidateChecks:
         return Check("triton_launched", True, f"launched: {per_call}")
 
     def torch_delegation(self) -> Check:
-        # a later dimension's size scales the work by no one factor (a square's two sides, a GEMM's K and N): those
-        # calls are held only to the rule that the reference's every op may not run in torch
-        sizes = {d["name"]: math.inf if d["resize"].get("dim") else d["resize"]["new"] / max(1, d["resize"]["nominal"])
-                 for d in self.draw.derived}
+        sizes = {d["name"]: self._work_factor(d) for d in self.draw.derived}
         return delegation_check(self.reference.result, self.report, sizes)
+
+    def _work_factor(self, shaped: dict[str, Any]) -> float:
+        """How many times the problem's work a call on inputs of another shape is: its leading size's factor; for a
+        later dimension, the reference's own work measured at its set's shape (its first run records it), scaled
+        by a size drawn afresh. A later dimension scales the work by no one factor (a square's two sides, a GEMM's
+        K and N): before that record, such calls were not held to the share at all, and a candidate that ran the
+        whole softmax in torch at every other row length was `general` (red team 16's c02). Without a record (a
+        reference cached before it), infinite: held only to the rule that the reference's every op may not run in
+        torch."""
+        how = shaped["resize"]
+        if not how.get("dim"):
+            return how["new"] / max(1, how["nominal"])
+        base = next((d for d in self.reference.result.get("derived", []) if d["name"] == shaped.get("again", shaped["name"])), None)
+        nominal = _work_total(self.reference.result.get("work"))
+        if base is None or "work" not in base or nominal <= 0:
+            return math.inf
+        return _work_total(base["work"]) / nominal * how["new"] / max(1, base["resize"]["new"])
 
     def same_inputs(self) -> Check:
         ref_sums = self.verdict.checked_reference.get("checksums", {})
@@ -563,6 +577,12 @@ class CandidateChecks:
 
 
 # Delegation by work ---------------------------------------------------------------------------------------------
+
+
+def _work_total(work: dict[str, Any] | None) -> float:
+    """A recorded work's nominal seconds, library and other alike."""
+    claim = WorkClaim.model_validate(work or {})
+    return work_seconds(claim.other_bytes, claim.other_flops) + work_seconds(claim.library_bytes, claim.library_flops)
 
 
 def delegation_check(reference: dict[str, Any], report: WorkerReport, sizes: dict[str, float] | None = None) -> Check:

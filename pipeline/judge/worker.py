@@ -695,7 +695,8 @@ class ReferenceRun:
                 try:
                     alarm.set(deadline - time.monotonic())
                     inputs = make_inputs(get_inputs, {"name": name, "seed": first["seed"], "resize": plan}, device)
-                    with torch.no_grad():
+                    work = Work()  # the reference's own work at this shape: what a candidate's torch work there is held to
+                    with torch.no_grad(), WorkRecorder(work):
                         out = model(*inputs)
                     self.job.sync()
                     alarm.set(0)
@@ -713,7 +714,7 @@ class ReferenceRun:
                 done.add(key)
                 kept.add(same)
                 self.result["structure"][name] = {"kind": flatten_output(out)[0], "tensors": [describe(t) for t in tensors]}
-                derived.append({"name": name, "resize": plan, "shapes": resize.shapes(inputs)})
+                derived.append({"name": name, "resize": plan, "shapes": resize.shapes(inputs), "work": work.to_json()})
                 del out, inputs, tensors
         self.result["derived"] = derived
         self.result["derive_s"] = round(time.monotonic() - began, 3)
