@@ -181,12 +181,14 @@ class Work:
     """What torch computed under a `WorkRecorder`: compute ops by name, and their bytes and FLOPs split into
     library ops (GEMMs, convolutions) and everything else, plus the bytes copied from the GPU to the host."""
 
-    __slots__ = ("ops", "library_bytes", "library_flops", "other_bytes", "other_flops", "to_host_bytes", "calls", "library")
+    __slots__ = ("ops", "library_bytes", "library_flops", "other_bytes", "other_flops", "to_host_bytes", "calls", "library",
+                 "converting")
 
     def __init__(self) -> None:
         self.ops: collections.Counter[str] = collections.Counter()
         self.library_bytes = self.library_flops = self.other_bytes = self.other_flops = self.to_host_bytes = 0
         self.calls = 0
+        self.converting = 0  # inside a conversion the HostProbe counted: torch's own item() beneath it is not counted twice
         self.library: dict[str, list[int]] = {}  # library_family -> [bytes, flops]
 
     def to_json(self) -> dict[str, Any]:
@@ -231,7 +233,7 @@ class WorkRecorder(_Recorder):
         if name in NON_COMPUTE_OPS:
             if name in ("_to_copy", "copy_", "copy", "to") and out is not None:
                 self._to_host(args, out)
-            elif name == "_local_scalar_dense" and args and isinstance(args[0], torch.Tensor):
+            elif name == "_local_scalar_dense" and args and isinstance(args[0], torch.Tensor) and not work.converting:
                 # .item() and kin: one value to the host, on every device (red team 16: torch's own argument parser
                 # reads a 0-dim tensor given as a size this way, byte by byte, out of the host probe's sight)
                 work.to_host_bytes += args[0].element_size()
@@ -296,7 +298,13 @@ class HostProbe:
                 # storage reached by torch's, Triton's or the judge's own code (Triton's CPU interpreter copies every
                 # argument through it: that is the kernel running) is no candidate reading bytes
                 if not (storage and sys._getframe(1).f_code.co_filename.startswith(_LIBRARY_FOLDERS)):
-                    probe.work.to_host_bytes += _tensor_bytes(tensor)
+                    work = probe.work
+                    work.to_host_bytes += _tensor_bytes(tensor)
+                    work.converting += 1
+                    try:
+                        return original(tensor, *args, **kwargs)
+                    finally:
+                        work.converting -= 1
             return original(tensor, *args, **kwargs)
 
         converted.__name__ = getattr(original, "__name__", "converted")

@@ -14,6 +14,8 @@ caught by the audit and, with the audit off, by what the run-time checks see whe
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline.judge.audit import audit_file
@@ -25,7 +27,8 @@ from .conftest import ROOT, TINY
 
 REDTEAM6 = ROOT / "tests" / "fixtures" / "redteam6"
 SOFTMAX = TINY / "level1" / "23_Softmax.py"
-HOST = "torch_delegation: 50% of the problem's bytes go to the host as numpy or Python data in call trial_1"
+# (the share depends on the route: a storage read byte by byte counts its bytes and each value torch reads for it)
+HOST = re.compile(r"torch_delegation: \d+% of the problem's bytes go to the host as numpy or Python data in call ")
 
 # (fixture, the audit's first finding, the status and reason start with the audit off)
 CASES = [
@@ -51,7 +54,8 @@ def test_the_audit_finds_it(name, finding, status, reason):
 @pytest.mark.parametrize("name,finding,status,reason", CASES, ids=[c[0] for c in CASES])
 def test_with_the_audit_off_the_run_time_checks_say(unaudited_judge, name, finding, status, reason):
     result = unaudited_judge.evaluate(load_problem(SOFTMAX), load_candidate(REDTEAM6 / name))
-    assert result.status is status and result.reason.startswith(reason), (result.status, result.reason)
+    said = reason.match(result.reason) if isinstance(reason, re.Pattern) else result.reason.startswith(reason)
+    assert result.status is status and said, (result.status, result.reason)
 
 
 def test_both_candidates_that_passed_are_banned_by_egg_check(cpu_judge):
