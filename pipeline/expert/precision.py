@@ -89,4 +89,3 @@ def accumulate(dtype: str, scheme: str) -> str:
         return ('acc += tl.dot(a, b, input_precision="ieee", max_num_imprecise_acc=1)'
                 "  # each tile from zero, then into acc (the 1 keeps Triton from folding the add into the dot)")
     return f'acc = tl.dot(a, b, acc, input_precision="{scheme}")'
-
