@@ -60,6 +60,8 @@ class EvalOptions:
     signed_trial: bool = True  # one more trial with signed (randn) floating inputs
     scaled_trial: bool = True  # one more with floating inputs scaled by a random factor in [2, 8)
     outlier_trial: bool = True  # one more with about 1% of the floating inputs of magnitude 50 to 1000
+    ties_trial: bool = True  # one more with floating inputs on a grid of quarters (many equal values), kept where the
+    # reference returns integers (indices: argmax, max with indices, sort): which of equal values wins is part of the answer
     repeat_calls: int = 3  # calls on the same inputs, each output verified
     compile_timeout_s: float = 300.0  # candidate import, construction and first call
     run_timeout_s: float = 600.0  # everything after the first call

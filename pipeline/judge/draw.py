@@ -23,7 +23,7 @@ from typing import Any
 
 from pipeline.judge.channel import ASKED_AGAIN
 
-HIDDEN_TRIALS = ("signed", "scaled", "outliers")
+HIDDEN_TRIALS = ("signed", "scaled", "outliers", "ties")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared

@@ -257,6 +257,9 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
         elif transform == "outliers":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
             _replace(inputs, lambda v: _with_outliers(v, gen))
+        elif transform == "ties":  # the problem's draws on a grid of quarters: equal values everywhere (red team 17's c3
+            # returned the last of tied maxima where torch returns the first, and passed every draw without ties)
+            _replace(inputs, lambda v: torch.round(v * TIES_GRID) / TIES_GRID)
     inputs = to_device(inputs, device)
     if (input_set.get("resize") or {}).get("layout"):  # after the values: a transform makes contiguous tensors again
         with device:
@@ -266,6 +269,9 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
         # outputs' export (cuMemCreate draws outside this cache); in the candidate's worker this runs before the poison
         torch.cuda.empty_cache()
     return inputs
+
+
+_INTEGRAL = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")  # outputs where ties show
 
 
 def _replace(inputs: list[Any], transform) -> None:
@@ -294,6 +300,7 @@ def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 OUTLIER_SHARE = 0.01
+TIES_GRID = 4  # the ties trial's values are multiples of 1/4
 DERIVE_MIN_S, DERIVE_FACTOR = 20.0, 4.0  # the reference's probing of other shapes: at least this, or 4x its own sets
 
 
@@ -585,6 +592,10 @@ class ReferenceRun:
         for k, input_set in enumerate(spec["sets"]):
             if not full and ahead <= k < checked:
                 job.receive("next", f"the reference's set {input_set['name']}")
+            if full and input_set.get("transform") == "ties" and not self._returns_integers():
+                # which of equal values wins shows only in integers (indices): elsewhere the set is not worth a call
+                self.result.setdefault("hidden_unneeded", []).append(input_set["name"])
+                continue
             inputs = make_inputs(problem.get_inputs, input_set, job.device)
             self.result["checksums"][input_set["name"]] = checksum(inputs)
             if wide:
@@ -625,6 +636,11 @@ class ReferenceRun:
 
     REFUSED = object()
 
+    def _returns_integers(self) -> bool:
+        """Whether the problem's first trial returned an integer tensor (its structure, recorded before the hidden trials)."""
+        first = self.result["structure"].get("trial_1", {})
+        return any(t["dtype"] in _INTEGRAL for t in first.get("tensors", []))
+
     def other_shape(self, model: torch.nn.Module, inputs: list[Any], name: str) -> Any:
         """The reference on a set of another shape: its first run took that shape with one draw, but it may refuse
         another (an index drawn past a cut table). Then that set is not owed: the judge is told (a record of the
@@ -647,6 +663,7 @@ class ReferenceRun:
             degeneracy.add(tensors)
         elif input_set.get("transform") and any(t.is_floating_point() and not _all_finite(t) for t in tensors):
             unusable.append(name)
+
 
     def record(self, input_set: dict[str, Any], out: Any) -> None:
         kind, items = flatten_output(out)
