@@ -122,7 +122,8 @@ class Draw:
         # a set of another shape takes the problem's draws or a hidden trial's values (outliers, signed, scaled) where the
         # reference can, drawn here for each set (a kernel exact only for the problem's draws at some sizes, or only
         # for the values at the positions of the last check, is not exact there either)
-        kinds = ["", *(k for k in ("outliers", "signed", "scaled") if k in hidden)]
+        # (ties too, where the reference returns integers: a tie broken wrong only off the problem's shape, red team 18's c1)
+        kinds = ["", *(k for k in ("outliers", "signed", "scaled", "ties") if k in hidden)]
         drawn = _kinds(kinds, len(derived))
         if "outliers" in kinds and len(derived) > len(kinds):  # the largest always: a set of one row may hold none
             # the largest batch, where a leading set is (a row length's size is no batch's: with it, a kernel that

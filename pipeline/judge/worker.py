@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import secrets
 import signal
@@ -257,9 +258,10 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
         elif transform == "outliers":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
             _replace(inputs, lambda v: _with_outliers(v, gen))
-        elif transform == "ties":  # the problem's draws on a grid of quarters: equal values everywhere (red team 17's c3
-            # returned the last of tied maxima where torch returns the first, and passed every draw without ties)
-            _replace(inputs, lambda v: torch.round(v * TIES_GRID) / TIES_GRID)
+        elif transform == "ties":  # equal values everywhere (red team 17's c3 returned the last of tied maxima where torch
+            # returns the first, and passed every draw without ties)
+            rng = random.Random(input_set["seed"] + 3)
+            _replace(inputs, lambda v: _with_ties(v, rng))
     inputs = to_device(inputs, device)
     if (input_set.get("resize") or {}).get("layout"):  # after the values: a transform makes contiguous tensors again
         with device:
@@ -300,7 +302,22 @@ def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 OUTLIER_SHARE = 0.01
-TIES_GRID = 4  # the ties trial's values are multiples of 1/4
+TIES_STEPS = (1, 2, 3, 4, 8)  # the ties trial's grid: 1/step of the problem's draws, drawn per set
+
+
+def _with_ties(value: torch.Tensor, rng: random.Random) -> torch.Tensor:
+    """The problem's draws on a grid drawn for this set (a step of 1/1 to 1/8, then scaled by 0.5-2 and shifted by -2
+    to 1, so tied values are no fixed multiples and take either sign), and along every dimension one slice set to a
+    constant of its own (a row, a column of all-equal values: whatever a kernel reduces over, some slice it reduces
+    is constant). Red team 18 passed the first ties trial (a fixed grid of quarters on [0, 1)) with ties broken wrong
+    only off the grid, only for negative maxima, only on all-equal slices. In place after one copy: argmax inputs
+    reach 8 GB in KernelBench."""
+    step = rng.choice(TIES_STEPS)
+    out = value.mul(step).round_().div_(step).mul_(rng.uniform(0.5, 2.0)).add_(rng.uniform(-2.0, 1.0))
+    for d in range(out.dim()):
+        if out.shape[d] > 1:
+            out.select(d, rng.randrange(out.shape[d])).fill_(round(rng.uniform(-3.0, 3.0), 1))
+    return out
 DERIVE_MIN_S, DERIVE_FACTOR = 20.0, 4.0  # the reference's probing of other shapes: at least this, or 4x its own sets
 
 

@@ -1,7 +1,9 @@
-"""Held-out red team 17 (session 27; tests/fixtures/value_attacks, README.md the table): an argmax that returns the
-last of tied maxima (torch returns the first) passed every check, since continuous draws never tie. A ties trial (the
-problem's draws on a grid of quarters) is asked where the reference returns integers; a problem with only floating
-outputs does not run it. CPU, Triton's interpreter."""
+"""Held-out red teams 17 and 18 (session 27; tests/fixtures/value_attacks, README.md the table): an argmax that returns
+the last of tied maxima (torch returns the first) passed every check, since continuous draws never tie. A ties trial is
+asked where the reference returns integers: the problem's draws on a grid drawn per set (step, scale and shift, both
+signs), with a constant slice along every dimension; other shapes' sets take ties values too. Red team 18's four
+kernels wrong only at other shapes, off a fixed grid, on all-equal slices, or on negative ties fail. A problem with only
+floating outputs does not run it. CPU, Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -24,9 +26,24 @@ def judge():
         yield judge
 
 
-def test_a_kernel_wrong_only_on_ties_fails_the_ties_trial(judge):
-    result = judge.evaluate(load_problem(TINY / "14_Argmax_Dim1.py"), load_candidate(FIXTURES / "c3_argmax_last_tie.py"))
-    assert result.status is Status.MISMATCH and result.reason.startswith("correctness: ties:"), result.reason
+@pytest.fixture(scope="module")
+def judge_shapes():
+    with Judge(EvalOptions(device="cpu")) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize("name,where", [("c3_argmax_last_tie.py", "correctness: ties:"), ("r18_c2_lasttie_offgrid.py", "correctness: ties:"),
+                                        ("r18_c3_allequal_row.py", "correctness: ties:"), ("r18_c4_lasttie_negative.py", "correctness: ties:"),
+                                        ("r18_c1_lasttie_othershapes.py", "other_shapes:")])
+def test_a_kernel_wrong_only_on_ties_fails(judge_shapes, name, where):
+    result = judge_shapes.evaluate(load_problem(TINY / "14_Argmax_Dim1.py"), load_candidate(FIXTURES / name))
+    assert result.status is Status.MISMATCH and result.reason.startswith(where), result.reason
+
+
+def test_an_honest_argmax_passes_with_ties(judge_shapes):
+    result = judge_shapes.evaluate(load_problem(TINY / "14_Argmax_Dim1.py"), load_candidate(FIXTURES / "r18_honest_argmax.py"))
+    assert (result.status, result.generality) == (Status.OK, "general"), result.reason
+    assert "ties" in {t.name for t in result.trials}
 
 
 def test_a_problem_with_floating_outputs_asks_no_ties_trial(judge):
