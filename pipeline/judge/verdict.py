@@ -433,18 +433,23 @@ class CandidateChecks:
         return delegation_check(self.reference.result, self.report, sizes)
 
     def _work_factor(self, shaped: dict[str, Any]) -> float:
-        """How many times the problem's work a call on inputs of another shape is: its leading size's factor; for a
-        later dimension, the reference's own work measured at its set's shape (its first run records it), scaled
-        by a size drawn afresh. A later dimension scales the work by no one factor (a square's two sides, a GEMM's
-        K and N): before that record, such calls were not held to the share at all, and a candidate that ran the
-        whole softmax in torch at every other row length was `general` (red team 16's c02). Without a record (a
-        reference cached before it), infinite: held only to the rule that the reference's every op may not run in
-        torch."""
+        """How many times the problem's work a call on inputs of another shape is: the reference's own work on that
+        set, recorded by this check's reference run as it computed the set's outputs. A size scales the work by no
+        one factor (a square's two sides, a GEMM's K and N, weights that stay): a set asked again at a size drawn for
+        the check, a side of a square image drawn at 30 where its set had 17, was held to 17's work times 30/17, and
+        an honest cuDNN convolution beside a Triton epilogue was banned for the rest (CI, session 28). Without that
+        record (a reference run before it): the leading size's factor; for a later dimension, the work its set's
+        first run recorded scaled by the drawn size (before any record, a candidate that ran the whole softmax in
+        torch at every other row length was `general`: red team 16's c02); with neither, infinite: held only to the
+        rule that the reference's every op may not run in torch."""
+        measured = self.verdict.checked_reference.get("work_at", {}).get(shaped["name"])
+        nominal = _work_total(self.reference.result.get("work"))
+        if measured is not None and nominal > 0:
+            return _work_total(measured) / nominal
         how = shaped["resize"]
         if not how.get("dim"):
             return how["new"] / max(1, how["nominal"])
         base = next((d for d in self.reference.result.get("derived", []) if d["name"] == shaped.get("again", shaped["name"])), None)
-        nominal = _work_total(self.reference.result.get("work"))
         if base is None or "work" not in base or nominal <= 0:
             return math.inf
         return _work_total(base["work"]) / nominal * how["new"] / max(1, base["resize"]["new"])
