@@ -46,7 +46,7 @@ def kernel_name(kernel: Kernel, graph: Graph, index: int) -> str:
         origin = graph.node(n).origin or graph.node(n).fn
         if origin not in origins:
             origins.append(origin)
-    prefix = {"gemm": "gemm", "conv": "conv"}.get(kernel.kind, "fused")
+    prefix = {"gemm": "gemm", "conv": "conv", "scan": "scan"}.get(kernel.kind, "fused")
     words = [variable(o).strip("_") for o in origins[:3]]
     return f"{prefix}{index}_{'_'.join(w for w in words if w) or 'ops'}"
 
@@ -60,6 +60,8 @@ def rules_of(schedule: Schedule, options: Options) -> list[str]:
                 rules.append("triton_gemm_epilogue")
             elif step.kind == "conv":
                 rules.append("implicit_gemm_conv")
+            elif step.kind == "scan":
+                rules.append("blocked_scan")
             else:
                 rules.append("row_reduction" if step.raxes else "pointwise_fusion")
         else:
@@ -129,6 +131,10 @@ class Writer:
             from pipeline.expert.conv import ConvKernel
 
             return ConvKernel(kernel, self.graph, self.options, name, self.local_names, effects).emit()
+        if kernel.kind == "scan":
+            from pipeline.expert.scan import ScanKernel
+
+            return ScanKernel(kernel, self.graph, self.options, name, self.local_names).emit()
         return RowKernel(kernel, self.graph, self.options, name, self.local_names, effects).emit()
 
     def _call(self, kernel: Kernel, emitted: Emitted, effect_of: dict[int, str]) -> str:

@@ -59,6 +59,12 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "F.binary_cross_entropy": ("input", "target", "weight", "size_average", "reduce", "reduction"),
     "F.binary_cross_entropy_with_logits": ("input", "target", "weight", "size_average", "reduce", "reduction", "pos_weight"),
     "F.dropout": ("input", "p", "training", "inplace"),
+    "cumsum": ("input", "dim", "dtype"),
+    "F.multi_head_attention_forward": (
+        "query", "key", "value", "embed_dim_to_check", "num_heads", "in_proj_weight", "in_proj_bias", "bias_k", "bias_v",
+        "add_zero_attn", "dropout_p", "out_proj_weight", "out_proj_bias", "training", "key_padding_mask", "need_weights",
+        "attn_mask", "use_separate_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "static_k", "static_v",
+        "average_attn_weights", "is_causal"),
     **{f"F.max_pool{d}d": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices") for d in (1, 2, 3)},
     **{f"F.avg_pool{d}d": ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
        for d in (1, 2, 3)},
@@ -97,6 +103,7 @@ class Decomposer:
         self.values: dict[tuple[int, int], V] = {}
         self.params: dict[str, V] = {}
         self.inputs: dict[int, V] = {}
+        self.flips: dict[int, tuple[V, tuple[int, ...]]] = {}  # a flip kept in torch: its input and axes (scans fold them)
 
     def run(self) -> Graph:
         for index, call in enumerate(self.tape.calls):
@@ -174,6 +181,7 @@ class Decomposer:
             "F.binary_cross_entropy": self.bce, "F.binary_cross_entropy_with_logits": self.bce_logits, "F.dropout": self.dropout,
             "F.softmax": self.softmax, "F.log_softmax": self.softmax, "F.conv2d": self.conv2d,
             "F.scaled_dot_product_attention": self.attention, "F.triplet_margin_loss": self.triplet_margin_loss,
+            "F.multi_head_attention_forward": self.multi_head_attention,
             **{f"F.{kind}_pool{d}d": self.pool for kind in ("max", "avg", "adaptive_max", "adaptive_avg") for d in (1, 2, 3)},
         }
         if fn in specific:
@@ -191,6 +199,7 @@ class Decomposer:
             "softmax": self.softmax, "log_softmax": self.softmax, "logsumexp": self.logsumexp,
             "sum": self.sum, "mean": self.sum, "amax": self.amax, "amin": self.amax, "max": self.max, "min": self.max,
             "argmax": self.argmax, "argmin": self.argmax, "var": self.var, "std": self.var, "norm": self.norm,
+            "cumsum": self.cumulative, "cumprod": self.cumulative, "flip": self.flip,
             "matmul": self.matmul, "__matmul__": self.matmul, "mm": self.matmul, "bmm": self.matmul,
             "addmm": self.addmm, "baddbmm": self.addmm, "conv2d": self.conv2d, "__getitem__": self.getitem,
             "to": self.to, "type_as": self.type_as, "float": self.cast_method, "half": self.cast_method,
@@ -450,6 +459,33 @@ class Decomposer:
             return self._finish(call, self.b.reduce(base, x, (0,)))
         return self._finish(call, self.b.reduce(base, x, self._axes(x, a["dim"])))
 
+    def cumulative(self, call: Call, base: str) -> V:
+        """cumsum and cumprod of floating values along one dimension (integers, whose result torch widens, stay)."""
+        a = self.bind(call, SIGNATURES["cumsum"])
+        x = self._float_input(self._tensor(a["input"]), a.get("dtype"))
+        if self.b.node(x).dtype not in FLOATS or not self.shape(x) or not isinstance(a.get("dim"), int):
+            raise NotLowered()
+        return self.b.scan(base.removeprefix("cum"), x, a["dim"])
+
+    def flip(self, call: Call, base: str) -> list[V] | V:
+        """A flip kept in torch, except the last of flip, scan, flip along one axis: that is the scan backwards
+        (KernelBench's reverse cumsum), with no copy."""
+        x = self.value(call.args[0])
+        dims = self.value(call.args[1]) if len(call.args) == 2 else tuple(self.value(a) for a in call.args[1:])
+        dims = dict(call.kwargs).get("dims", dims)
+        dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+        if isinstance(x, V) and all(isinstance(d, int) for d in dims) and len(self.shape(x)):
+            axes = tuple(sorted({d % len(self.shape(x)) for d in dims}))
+            scan = self.b.node(x)
+            if scan.op == "scan" and not scan.attr("reverse") and axes == (scan.attr("axis"),):
+                inner = self.flips.get(scan.args[0].id)
+                if inner is not None and inner[1] == axes:
+                    return self.b.scan(scan.fn, inner[0], axes[0], reverse=True)
+            kept = self.library(call)
+            self.flips[kept[0].id] = (x, axes)
+            return kept
+        return self.library(call)
+
     def logsumexp(self, call: Call, base: str) -> V:
         a = self.bind(call, SIGNATURES["amax"])
         x = self._tensor(a["input"])
@@ -538,6 +574,51 @@ class Decomposer:
         exps = self.b.pw("exp", self.b.pw("sub", scores, self.b.reduce("max", scores, axes)))
         weights = self.b.pw("div", exps, self.b.reduce("sum", exps, axes))
         return self._finish(call, self._matmul(weights, v))
+
+    def multi_head_attention(self, call: Call, base: str) -> list[V]:
+        """nn.MultiheadAttention's forward (sequence first, no masks, no dropout, no extra keys), as torch computes it
+        where the weights are asked for: the three input projections (GEMMs on the packed or separate weights), each
+        head's query scaled by 1/sqrt(head size) then multiplied by its keys, the softmax, the value product, the
+        heads side by side (a copy, as torch's `.contiguous()`), the output projection; the weights averaged over the
+        heads where they are returned."""
+        a = self.bind(call, SIGNATURES["F.multi_head_attention_forward"])
+        q, k, v = (self._tensor(a[name]) for name in ("query", "key", "value"))
+        heads = a.get("num_heads")
+        unsupported = ("bias_k", "bias_v", "key_padding_mask", "attn_mask", "static_k", "static_v")
+        if (any(a.get(name) is not None for name in unsupported) or a.get("add_zero_attn") or a.get("is_causal")
+                or (a.get("dropout_p", 0.0) and a.get("training", True)) or not isinstance(heads, int)
+                or len(self.shape(q)) != 3 or self.b.node(q).dtype not in FLOATS):
+            raise NotLowered()
+        length, batch, embed = self.shape(q)
+        keys, size = self.shape(k)[0], embed // heads
+        if a.get("use_separate_proj_weight"):
+            weights = [self._tensor(a[name]) for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight")]
+        else:
+            packed = self._tensor(a["in_proj_weight"])
+            weights = [self.b.view(packed, "narrow", 0, i * embed, embed) for i in range(3)]
+        bias = a.get("in_proj_bias")
+        biases = [self.b.view(bias, "narrow", 0, i * embed, embed) if isinstance(bias, V) else None for i in range(3)]
+
+        def project(x: V, i: int, rows: int) -> V:  # (rows, batch, embed) -> (batch * heads, rows, size)
+            y = self._matmul(x, self.b.view(weights[i], "t"))
+            y = self.b.pw("add", y, biases[i]) if biases[i] is not None else y
+            return self.b.view(self.b.reshaped(y, (rows, batch * heads, size)), "transpose", 0, 1)
+
+        qh, kh, vh = project(q, 0, length), project(k, 1, keys), project(v, 2, keys)
+        scores = self._matmul(self.b.pw("mul", qh, math.sqrt(1.0 / size)), self.b.view(kh, "transpose", -2, -1))
+        exps = self.b.pw("exp", self.b.pw("sub", scores, self.b.reduce("max", scores, (2,))))
+        probs = self.b.pw("div", exps, self.b.reduce("sum", exps, (2,)))
+        side_by_side = self.b.view(self.b.view(self._matmul(probs, vh), "transpose", 0, 1), "reshape", (length * batch, embed))
+        out = self._matmul(side_by_side, self.b.view(self._tensor(a["out_proj_weight"]), "t"))
+        if isinstance(a.get("out_proj_bias"), V):
+            out = self.b.pw("add", out, a["out_proj_bias"])
+        results = [self.b.reshaped(out, (length, batch, embed))]
+        if len(call.outputs) > 1:
+            per_head = self.b.reshaped(probs, (batch, heads, length, keys))
+            if a.get("average_attn_weights", True):
+                per_head = self.b.pw("div", self.b.reduce("sum", per_head, (1,)), float(heads))
+            results.append(self.b.reshaped(per_head, call.outputs[1].shape))
+        return results
 
     def _affine(self, y: V, weight: Any, bias: Any, shape: tuple[int, ...] | None = None) -> V:
         if isinstance(weight, V):

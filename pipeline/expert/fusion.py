@@ -2,6 +2,7 @@
 
 Rules, in the order they are tried for each node:
 - a GEMM (Triton) or convolution (Triton) anchors a kernel; pointwise work on its output joins it as the epilogue;
+- a scan (cumsum, cumprod) is a kernel of its own, its input and output in memory;
 - a reduction joins the kernel that computes its input when that kernel walks the same domain and reduces the same
   axes (softmax's max and sum, a norm's two sums), else it starts a row kernel of its own;
 - pointwise work joins the kernel of its inputs when its shape broadcasts to that kernel's domain, and kernels of
@@ -20,8 +21,8 @@ from pipeline.expert.options import Options
 
 @dataclass(frozen=True)
 class Kernel:
-    kind: str  # row (pointwise when raxes is empty), gemm, conv
-    anchor: int | None  # the matmul or conv node of a gemm/conv kernel
+    kind: str  # row (pointwise when raxes is empty), gemm, conv, scan
+    anchor: int | None  # the matmul, conv or scan node of a gemm/conv/scan kernel
     nodes: tuple[int, ...]  # pointwise and reduce nodes, in order (a gemm/conv kernel's epilogue)
     domain: tuple[int, ...]
     raxes: tuple[int, ...]  # reduced axes of the domain (row kernels)
@@ -110,6 +111,8 @@ class _Fuser:
             self._anchor(node, "gemm") if self.options.gemm == "triton" else self.host.append(node.id)
         elif node.op == "conv":
             self._anchor(node, "conv") if self.options.conv == "triton" and conv_supported(node) else self.host.append(node.id)
+        elif node.op == "scan":
+            self._new(_Group("scan", node.id, node.shape, (node.attr("axis"),), [node.id]))  # a kernel of its own, no epilogue
         elif node.op == "reduce":
             self.place_reduce(node)
         else:
@@ -136,6 +139,8 @@ class _Fuser:
         if self._feeds_reductions_only(node):  # computed where it is reduced, not stored by a GEMM's epilogue
             candidates = [g for g in candidates if self.groups[g].anchor is None]
         for g in candidates:
+            if self.groups[g].kind == "scan":
+                continue
             if self._fits(node.shape, self.groups[g]) and not self._cycle(node, g):
                 self._join(node, g)
                 for other in candidates:
@@ -178,7 +183,7 @@ class _Fuser:
         """`source`'s nodes can be computed inside `target` (same domain and reduction, or pointwise work that
         broadcasts to it), with no path between the two through a host step."""
         s, t = self.groups[source], self.groups[target]
-        if s.kind != "row":
+        if s.kind != "row" or t.kind == "scan":
             return False
         if s.raxes is not None:
             if t.kind != "row" or (t.raxes is not None and t.raxes != s.raxes) or not _broadcasts(t.domain, s.domain):

@@ -90,6 +90,10 @@ def _node(node: Node, env: dict[int, Any], inputs: list[Any], params: dict[str, 
                         node.attr("dilation"), node.attr("groups"))
     if node.op == "window":
         return windows(env[node.args[0].id], dict(node.attrs))
+    if node.op == "scan":
+        x, axis = env[node.args[0].id], node.attr("axis")
+        scan = torch.cumsum if node.fn == "sum" else torch.cumprod
+        return scan(x.flip(axis), axis).flip(axis) if node.attr("reverse") else scan(x, axis)
     if node.op in ("view", "library"):
         args, kwargs = node.args
         out = replay(node.fn, _arg(args, env), dict(_arg(kwargs, env)))

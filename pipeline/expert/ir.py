@@ -7,6 +7,7 @@ Kinds (`Node.op`):
 - `reduce`: sum / max / min / argmax / argmin over some axes (always keeping them, as size 1);
 - `matmul`: a[..., M, K] @ b[..., K, N] with broadcast batch dimensions;
 - `conv`: a 2-D convolution without bias (the bias is a pointwise add after it, so it can be fused);
+- `scan`: a cumulative sum or product along one axis (`axis`), from the end backwards where `reverse`;
 - `view`: a torch call that only re-describes memory (view, permute, select, expand ...), run by the host;
 - `library`: any other torch call, run by the host as the reference runs it.
 Values computed by kernels are laid out contiguously; views and library results keep the layout the recording saw.
@@ -20,8 +21,8 @@ from typing import Any
 from pipeline.expert.graph import TensorMeta, contiguous_strides
 
 FLOATS = ("float64", "float32", "bfloat16", "float16")
-COMPUTE_OPS = ("pointwise", "reduce", "matmul", "conv", "iota", "window")
-PURE = frozenset({"pointwise", "reduce", "matmul", "conv", "iota", "window", "view", "input", "param"})  # library calls may not be
+COMPUTE_OPS = ("pointwise", "reduce", "matmul", "conv", "iota", "window", "scan")
+PURE = frozenset({"pointwise", "reduce", "matmul", "conv", "iota", "window", "scan", "view", "input", "param"})  # library calls may not be
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,11 @@ class Builder:
         shape = tuple(1 if i in axes else s for i, s in enumerate(node.shape))
         dtype = "int64" if kind in ("argmax", "argmin") else (node.dtype if node.dtype in FLOATS else "int64" if kind == "sum" else node.dtype)
         return self.add("reduce", kind, (x,), shape, dtype, axes=axes)
+
+    def scan(self, kind: str, x: V, axis: int, reverse: bool = False) -> V:
+        """A cumulative `kind` (sum or prod) of `x` along `axis`, from the last element back where `reverse`."""
+        node = self.nodes[x.id]
+        return self.add("scan", kind, (x,), node.shape, node.dtype, axis=axis % len(node.shape), reverse=reverse)
 
     def view(self, x: V, method: str, *args: Any) -> V:
         """A host-side view (or reshape) of `x`, written as the tensor method `method(*args)`; layout from torch."""

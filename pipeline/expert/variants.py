@@ -65,6 +65,9 @@ def facts(lowering: Lowering, options: Options) -> Facts:
             if k.kind == "gemm":
                 matmuls.append(gemms[-1])
             continue
+        if k.kind == "scan":
+            looped = True  # walked in RBLOCK chunks, as a looped row kernel is
+            continue
         row = RowKernel(k, lowered.schedule.graph, options, "probe", {}, {})
         persistent |= row.config.mode == "persistent"
         looped |= row.config.mode == "looped"
