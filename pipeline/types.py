@@ -62,6 +62,11 @@ class EvalOptions:
     outlier_trial: bool = True  # one more with about 1% of the floating inputs of magnitude 50 to 1000
     ties_trial: bool = True  # one more with floating inputs on a grid of quarters (many equal values), kept where the
     # reference returns integers (indices: argmax, max with indices, sort): which of equal values wins is part of the answer
+    # one more with floating inputs scaled by 2**13 to 2**24 (float16: at most 2**12). Off by default: where an output
+    # is a large sum that cancels to near zero, atol does not scale with the values, and an honest GEMM summed in
+    # another order than torch's fails there about as often as not (session 28, the split-K seed); open until the
+    # trial's tolerance follows its outputs' magnitude
+    large_trial: bool = False
     repeat_calls: int = 3  # calls on the same inputs, each output verified
     compile_timeout_s: float = 300.0  # candidate import, construction and first call
     run_timeout_s: float = 600.0  # everything after the first call

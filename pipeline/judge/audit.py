@@ -256,6 +256,8 @@ _OS_ALLOWED = frozenset({
     "os.environ", "os.getenv", "os.cpu_count", "os.sep", "os.path.join", "os.path.basename", "os.path.dirname",
     "os.path.splitext", "os.path.sep", "os.name", "os.linesep",
 })
+# os.environ's methods that write (their keys are _check_environment_key's)
+_ENVIRONMENT_WRITES = frozenset({"update", "clear", "pop", "popitem", "__delitem__", "__init__"})
 _BUILTINS_BANNED = frozenset({"builtins.help", "builtins.license", "builtins.credits", "builtins.copyright"})
 # Methods that read a module's namespace (`vars(torch).get("sys")`): a name looked up where no alias rule follows.
 _NAMESPACE_READS = frozenset({"get", "items", "values", "keys", "pop", "setdefault", "copy", "popitem", "__getitem__"})
@@ -340,6 +342,7 @@ def audit_source(source: str, *, reference_dtypes: frozenset[str] = frozenset())
     tree = ast.parse(source)
     symbols = _Symbols(tree)
     auditor = _Auditor(symbols, fp32_reference=_is_fp32_only(reference_dtypes))
+    auditor.parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     auditor.visit(tree)
     return _sorted_unique([*_encoding_findings(source), *auditor.findings, *_cache_findings(tree, symbols)])
 
@@ -727,6 +730,7 @@ class _Auditor(ast.NodeVisitor):
         self.symbols = symbols
         self.fp32_reference = fp32_reference
         self.findings: list[Finding] = []
+        self.parents: dict[int, ast.AST] = {}  # id(node) -> its parent (audit_source fills it)
         self._local: frozenset[str] = frozenset()  # names bound by the enclosing functions
         self._values: dict[int, ast.AST] = {}  # id(assignment target) -> assigned value
         self._tensor_classes: set[str] = set()
@@ -890,6 +894,8 @@ class _Auditor(ast.NodeVisitor):
     # expressions
 
     def _check_use(self, path: str, node: ast.AST) -> None:
+        if path in ("os.environ", "os.getenv"):
+            self._check_environment_read(node)
         found = False
         for rule, why in _use_rules(path, self.fp32_reference):
             if rule == "output_cache" and id(node) in self._helper_caches:
@@ -1082,6 +1088,37 @@ class _Auditor(ast.NodeVisitor):
             shown = f"the environment variable {key}" if key is not None else "environment variables by a computed name or in bulk"
             self.add("dynamic_code", f"sets {shown}: a kernel sets only TRITON_* switches, not what picks the programs Triton's "
                                      "compiler starts", node)
+
+    def _check_environment_read(self, node: ast.AST) -> None:
+        """A candidate reads only Triton's own switches (TRITON_*) from its environment: any other variable tells the
+        judge's sandbox from a user's machine (`EGG_*`, `USER`, `HOME`), and a kernel right only there passes every
+        check (red team 20's c17). Writes are `_check_environment_key`'s."""
+        parent = self.parents.get(id(node))
+        key: ast.AST | None = None
+        if isinstance(node, (ast.alias, ast.Import, ast.ImportFrom)) or isinstance(parent, (ast.Import, ast.ImportFrom)):
+            return  # `from os import environ`: its uses are checked where they are
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            if not isinstance(parent.ctx, ast.Load):
+                return
+            key = parent.slice
+        elif isinstance(parent, ast.Attribute) and parent.value is node:
+            if parent.attr in _ENVIRONMENT_WRITES:
+                return
+            call = self.parents.get(id(parent))
+            called = isinstance(call, ast.Call) and call.func is parent
+            if called and parent.attr in ("setdefault", "__setitem__") and isinstance(self.parents.get(id(call)), ast.Expr):
+                return  # a write whose value nothing reads
+            if called and parent.attr in ("get", "setdefault", "__getitem__", "__contains__"):
+                key = call.args[0] if call.args else None
+        elif isinstance(parent, ast.Call) and parent.func is node:  # os.getenv("TRITON_...")
+            key = parent.args[0] if parent.args else None
+        elif isinstance(parent, ast.Compare) and any(c is node for c in parent.comparators) and all(isinstance(o, (ast.In, ast.NotIn)) for o in parent.ops):
+            key = parent.left
+        name = _const_str(key) if key is not None else None
+        if name is None or not name.startswith("TRITON_"):
+            shown = f"the environment variable {name}" if name is not None else "the environment by a computed name or in bulk"
+            self.add("dynamic_code", f"reads {shown}: a kernel's answer may not depend on where it runs (the judge's sandbox "
+                     "is told from a user's machine so); a kernel reads only Triton's own switches (TRITON_*)", node)
 
     def _report_patch(self, path: str, value: ast.AST | None, node: ast.AST) -> None:
         if path.startswith("torch.backends."):

@@ -1,7 +1,8 @@
 """The draw: every input of one check, from the operating system's randomness, unknown to the candidate.
 
-A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; nominal with a
-few elements of magnitude 50 to 1000, so a kernel right only for small values fails), the inputs of other shapes
+A check's calls: the trials (nominal inputs), the hidden trials (signed; scaled by a random factor; the first trial's
+with a few elements of magnitude 50 to 1000, so a kernel right only for small values fails; on a grid, with ties; scaled
+by 2**13 to 2**24), the inputs of other shapes
 the reference runs on (its draws at another leading size: pipeline.judge.shapes; each takes the problem's draws,
 outlier, signed or scaled values, drawn here), repeats of the first trial, three to six of the sets of other shapes again with fresh values,
 an audit call on inputs of its own (with outlier values after other shapes), and on a GPU the timed trials. The timed trials rotate
@@ -23,16 +24,24 @@ from typing import Any
 
 from pipeline.judge.channel import ASKED_AGAIN
 
-HIDDEN_TRIALS = ("signed", "scaled", "outliers", "ties")
+HIDDEN_TRIALS = ("signed", "scaled", "outliers", "ties", "large")
 SCALE_RANGE = (2.0, 8.0)  # the scaled trial multiplies floating inputs by a factor drawn from this range
+# the large trial multiplies them by 2**k, k drawn from this range (8,192 to 16.8 million): exact in binary floating
+# point (the problem's draws and their roundings, only larger), past any value another trial draws (outliers reach
+# 1000; red team 19 clamped a max at 4096 and passed). The reference's first run takes the largest, so a problem whose
+# reference overflows there skips the trial on every check. float16 inputs take at most 2**12 (worker.LARGE_CAP)
+LARGE_EXPONENTS = (13, 24)
 TRIAL_SCALE_RANGE = (0.9, 1.1)  # every timed trial's factor
 VERIFIED_TRIALS = 5  # timed trials whose outputs are compared
 AGAIN = 6  # sets of other shapes asked for a second time at the end of the calls, drawn afresh (at most)
 
 
-def _transform(kind: str) -> dict[str, Any]:
+def _transform(kind: str, *, largest: bool = False) -> dict[str, Any]:
     if kind == "scaled":
         return {"transform": kind, "scale": _uniform(*SCALE_RANGE)}
+    if kind == "large":
+        low, high = LARGE_EXPONENTS
+        return {"transform": kind, "exponent": high if largest else low + secrets.randbelow(high - low + 1)}
     return {"transform": kind} if kind else {}
 
 
@@ -104,15 +113,15 @@ class Draw:
 
     @classmethod
     def new(cls, options, hidden: tuple[str, ...], timed_count: int, derived: tuple[dict[str, Any], ...] = (),
-            other_shapes: bool = False) -> Draw:
+            other_shapes: bool = False, *, first_run: bool = False) -> Draw:
+        """`first_run`: the reference's first run, which finds the hidden trials it can take (at their largest values)."""
         derived = _one_of_each_family(derived)
         trials = tuple({"name": f"trial_{i + 1}", "seed": _seed()} for i in range(options.correctness_trials))
-        made = []
-        for kind in hidden:
-            entry = {"name": kind, "seed": _seed(), "transform": kind}
-            if kind == "scaled":
-                entry["scale"] = _uniform(*SCALE_RANGE)
-            made.append(entry)
+        # the outliers trial takes the first trial's draws: its inputs then differ from that trial's only in about 1% of
+        # the elements, never the first or last (worker._with_outliers), and a kernel that replays an answer it keyed
+        # on a few of its inputs' values (the first, the last, the count) hands back the first trial's (red team 19's c)
+        made = [{"name": kind, "seed": trials[0]["seed"] if kind == "outliers" and trials else _seed(),
+                 **_transform(kind, largest=first_run)} for kind in hidden]
         timed_sets = tuple({"name": f"timed_set_{k}", "seed": _seed()} for k in range(timed_count))
         trial_count = options.timing_trials if timed_count else 0
         scales = tuple(_uniform(*TRIAL_SCALE_RANGE) for _ in range(trial_count))
@@ -123,7 +132,7 @@ class Draw:
         # reference can, drawn here for each set (a kernel exact only for the problem's draws at some sizes, or only
         # for the values at the positions of the last check, is not exact there either)
         # (ties too, where the reference returns integers: a tie broken wrong only off the problem's shape, red team 18's c1)
-        kinds = ["", *(k for k in ("outliers", "signed", "scaled", "ties") if k in hidden)]
+        kinds = ["", *(k for k in ("outliers", "signed", "scaled", "ties", "large") if k in hidden)]
         drawn = _kinds(kinds, len(derived))
         if "outliers" in kinds and len(derived) > len(kinds):  # the largest always: a set of one row may hold none
             # the largest batch, where a leading set is (a row length's size is no batch's: with it, a kernel that

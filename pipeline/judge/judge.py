@@ -186,12 +186,12 @@ class Judge:
         """A fresh draw for one check: the hidden trials the reference can take (all asked for, on its first run),
         and with `other_shapes` the inputs of other shapes it runs on (its first run found them)."""
         opts = self.options
-        wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, (opts.signed_trial, opts.scaled_trial, opts.outlier_trial, opts.ties_trial),
-                                          strict=True) if on)
+        switches = (opts.signed_trial, opts.scaled_trial, opts.outlier_trial, opts.ties_trial, opts.large_trial)
+        wanted = tuple(k for k, on in zip(HIDDEN_TRIALS, switches, strict=True) if on)
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
         derived = tuple(reference.result.get("derived", [])) if reference is not None and other_shapes else ()
         timed = self._timed_sets(reference) if reference is not None else (opts.timed_input_sets if self.timing_enabled else 0)
-        return Draw.new(opts, hidden, timed, derived, other_shapes)
+        return Draw.new(opts, hidden, timed, derived, other_shapes, first_run=reference is None)
 
     def _timed_sets(self, reference: Reference) -> int:
         """The timed input sets of a check: the options' number, cut on a GPU to what fits beside the reference
@@ -267,8 +267,8 @@ class Judge:
         unneeded = set(result.get("hidden_unneeded", []))  # ties where the reference returns no integers: nothing to break
         notes = [f"{name}-input trial skipped: the reference itself gives NaN/Inf on {name} inputs" for name in sorted(unusable - unneeded)]
         hidden = tuple(s["name"] for s in draw.hidden if s["name"] not in unusable | unneeded)
-        if not hidden and (self.options.signed_trial or self.options.scaled_trial or self.options.outlier_trial):
-            notes.append("no hidden trial: the reference gives NaN/Inf on signed, scaled and outlier inputs alike")
+        if not hidden and (self.options.signed_trial or self.options.scaled_trial or self.options.outlier_trial or self.options.large_trial):
+            notes.append("no hidden trial: the reference gives NaN/Inf on signed, scaled, outlier and large inputs alike")
         d = result.get("degeneracy") or {"degenerate": False, "reason": ""}
         reference = Reference(result, compare.Degeneracy(d["degenerate"], d["reason"]), hidden, notes,
                               _calibration(result, outcome.marks), "computed", dict(result.get("phase_s", {})))

@@ -162,8 +162,8 @@ def _dim_plans(inputs: list[Any], output_bytes: int, nominal: int, limit: float)
 
 
 def _layout(inputs: list[Any], nominal: int, limit: float) -> list[dict[str, Any]]:
-    """Two sets at the problem's own sizes with every tensor input a view of another layout (`strided`, `offset`):
-    a user's sliced tensor, which a kernel that assumes a row stride or an offset of zero reads wrong.
+    """Three sets at the problem's own sizes with every tensor input a view of another layout (`strided`, `offset`,
+    `padded`): a user's sliced tensor, which a kernel that assumes a row stride or an offset of zero reads wrong.
     Only while twice the inputs stay below the growth limit (each view lies in a buffer twice its size)."""
     positions = tensor_positions(inputs)
     inputs_bytes = sum(inputs[i].numel() * inputs[i].element_size() for i in positions)
@@ -171,16 +171,21 @@ def _layout(inputs: list[Any], nominal: int, limit: float) -> list[dict[str, Any
         return []
     n = inputs[positions[0]].shape[0]
     return [{"name": f"shape_{layout}", "group": layout, "size": layout, "anchor": 0, "nominal": n, "new": n, "shared": True,
-             "layout": layout} for layout in ("strided", "offset")]
+             "layout": layout} for layout in ("strided", "offset", "padded")]
 
 
 def strided(inputs: list[Any], layout: str = "strided") -> list[Any]:
     """Each tensor input with a dimension, the same values in a view of a buffer of its own (made where torch's
     default device is): `strided`, its last dimension at stride 2 and one element in (not contiguous); `offset`,
-    contiguous one element in (a slice of a larger tensor, which `.contiguous()` leaves as it is)."""
+    contiguous one element in (a slice of a larger tensor, which `.contiguous()` leaves as it is); `padded`, its
+    last dimension at stride 1 and each row 3 elements longer in memory than it is (`x[:, :k]` of a wider tensor: a
+    kernel that takes the row stride to be the row length with a unit last stride reads other rows; red team 20's
+    c05). A tensor of one dimension has no rows: there `padded` is the `offset` view."""
 
     def view(x: torch.Tensor) -> torch.Tensor:
-        if layout == "offset":
+        if layout == "padded" and x.dim() > 1:
+            out = torch.empty((*x.shape[:-1], x.shape[-1] + 3), dtype=x.dtype, device=x.device)[..., :x.shape[-1]]
+        elif layout in ("offset", "padded"):
             out = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view(x.shape)
         else:
             out = torch.empty((*x.shape[:-1], 2 * x.shape[-1] + 1), dtype=x.dtype, device=x.device)[..., 1::2]

@@ -49,8 +49,9 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
     if plan.get("layout"):
         shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
         values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
-        how = ("contiguous views one element into their memory" if plan["layout"] == "offset" else
-               "views that are not contiguous (stride 2 in the last dimension, one element in)")
+        how = {"offset": "contiguous views one element into their memory",
+               "padded": "views whose rows are 3 elements longer in memory than they are (a slice of wider rows)"}.get(
+            plan["layout"], "views that are not contiguous (stride 2 in the last dimension, one element in)")
         return f"the problem's sizes in {how}{values} ({shapes})"
     if plan.get("together"):
         shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))

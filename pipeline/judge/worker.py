@@ -238,7 +238,8 @@ def _copy_in_layout(x: torch.Tensor) -> torch.Tensor:
 
 def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> list[Any]:
     """The inputs of one named set: `get_inputs()` under the set's seed, then its transform: `signed` draws
-    standard normal values instead, `scaled` multiplies by the set's `scale` (floating inputs only).
+    standard normal values instead, `scaled` multiplies by the set's `scale`, `large` by
+    2**`exponent`, `outliers` and `ties` as their functions say (floating inputs only).
 
     Tensors are created on the device itself (torch's default device is set while `get_inputs()` runs): the
     device's generator is seeded too, so every process draws the same values, and a GiB of inputs costs
@@ -258,6 +259,8 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
         elif transform == "outliers":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
             _replace(inputs, lambda v: _with_outliers(v, gen))
+        elif transform == "large":
+            _replace(inputs, lambda v: v * 2.0 ** min(input_set["exponent"], LARGE_CAP.get(v.dtype, input_set["exponent"])))
         elif transform == "ties":  # equal values everywhere (red team 17's c3 returned the last of tied maxima where torch
             # returns the first, and passed every draw without ties)
             rng = random.Random(input_set["seed"] + 3)
@@ -298,10 +301,13 @@ def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         size = 50 + 950 * torch.rand(v.shape, generator=gen, device=v.device)
         sign = torch.where(v < 0, -1.0, 1.0)
         target[i : i + CHUNK] = torch.where(picked, (size * sign).to(v.dtype), v)
+    if source.numel():  # the first and last elements as drawn: a key on them meets inputs that differ only inside
+        target[0], target[-1] = source[0], source[-1]
     return out
 
 
 OUTLIER_SHARE = 0.01
+LARGE_CAP = {torch.float16: 12}  # the large trial's largest power of two by dtype (float16 ends at 65504)
 TIES_STEPS = (1, 2, 3, 4, 8)  # the ties trial's grid: 1/step of the problem's draws, drawn per set
 
 

@@ -238,9 +238,10 @@ def test_torch_compile_is_delegation_not_dynamic_code():
     assert rules("import torch\nf = torch.compile(lambda x: x)\n") == {"delegation"}
 
 
-def test_reading_and_setting_environment_is_fine():
-    source = "import os\nflag = os.environ.get('X', '0')\nos.environ['TRITON_DEBUG'] = flag\nn = os.getenv('N')\n"
-    assert rules(source) == set()
+def test_setting_and_reading_tritons_switches_is_fine_and_reading_another_variable_is_not():
+    """Since session 28 (red team 20's c17 told the judge's sandbox by `USER` and `EGG_*`): tests/judge/test_environment_and_row_stride.py."""
+    assert rules("import os\nflag = os.environ.get('TRITON_DEBUG', '0')\nos.environ['TRITON_DEBUG'] = flag\n") == set()
+    assert rules("import os\nflag = os.environ.get('X', '0')\nos.environ['TRITON_DEBUG'] = flag\nn = os.getenv('N')\n") == {"dynamic_code"}
 
 
 # reference_model ---------------------------------------------------------------------------------------------------

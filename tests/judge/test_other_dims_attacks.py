@@ -83,11 +83,13 @@ def test_each_place_of_a_later_size_met_twice_is_a_set_of_one_family_and_a_check
 
 def test_the_layout_set_holds_the_same_values_in_a_view_not_contiguous_or_one_element_in():
     x, w, scalar = torch.rand(4, 6), torch.rand(6), torch.tensor(2.0)
-    assert [p["layout"] for p in resize.plans([x, w, scalar], 4 * 6 * 4) if p.get("layout")] == ["strided", "offset"]
+    assert [p["layout"] for p in resize.plans([x, w, scalar], 4 * 6 * 4) if p.get("layout")] == ["strided", "offset", "padded"]
     strided = resize.strided([x, w, scalar, 3], "strided")
     assert [t.stride() for t in strided[:2]] == [(13, 2), (2,)] and all(t.storage_offset() == 1 for t in strided[:2])
     offset = resize.strided([x, w, scalar, 3], "offset")
     assert offset[0].is_contiguous() and offset[0].storage_offset() == 1
-    for made in (strided, offset):
+    padded = resize.strided([x, w, scalar, 3], "padded")
+    assert padded[0].stride() == (9, 1) and padded[1].is_contiguous() and padded[1].storage_offset() == 1  # 1-D: as offset
+    for made in (strided, offset, padded):
         assert torch.equal(made[0], x) and torch.equal(made[1], w) and made[2] is scalar and made[3] == 3
     assert not [p for p in resize.plans([torch.empty(1 << 31, device="meta")], 0) if p.get("layout")]  # 8 GiB: no room for two

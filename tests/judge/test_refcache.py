@@ -49,7 +49,9 @@ def test_every_check_draws_fresh_inputs_however_the_facts_were_found(tmp_path):
     seeds = [judged(tmp_path).input_seeds for _ in range(3)]
     names = {"trial_1", "trial_2", "signed", "scaled", "outliers", "audit"}
     assert all(set(s) == names for s in seeds), seeds
-    drawn = [v for s in seeds for v in s.values()]
+    # the outliers trial is the first trial's draws with 1% of the values changed (session 28): its seed is that trial's
+    assert all(s["outliers"] == s["trial_1"] for s in seeds)
+    drawn = [v for s in seeds for k, v in s.items() if k != "outliers"]
     assert len(set(drawn)) == len(drawn)
 
 

@@ -66,3 +66,31 @@ def test_the_ties_values_hold_a_negative_all_equal_line_along_every_dimension_an
         for d in range(x.dim()):
             top, bottom = x.max(dim=d).values, x.min(dim=d).values
             assert ((top < 0) & (top == bottom)).any(), (seed, d)
+
+
+# Held-out red team 19 (session 27, tests/fixtures/value_attacks2, README.md the table): a max clamped at 4096 and an
+# argmax clamped there passed (no trial drew values past about 1000); a replay keyed on the first and last input values
+# and the count passed (the repeats are the first trial's inputs, answered right). A large trial (the inputs times 2**13
+# to 2**24; off by default, EvalOptions.large_trial says why) and an outliers trial on the first trial's draws (first
+# and last elements kept, on by default) meet them.
+FIXTURES2 = ROOT / "tests" / "fixtures" / "value_attacks2"
+
+
+@pytest.fixture(scope="module")
+def judge_large():
+    with Judge(EvalOptions(device="cpu", other_shapes=False, large_trial=True)) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize("name,problem,where", [("a_max_clamp.py", "13_Max_LastDim.py", "correctness: large:"),
+                                                ("e_argmax_clamp.py", "14_Argmax_Dim1.py", "correctness: large:"),
+                                                ("c_max_replay.py", "13_Max_LastDim.py", "correctness: outliers:")])
+def test_a_kernel_wrong_only_on_large_values_or_replaying_on_a_few_values_fails(judge, judge_large, name, problem, where):
+    result = (judge_large if where.endswith("large:") else judge).evaluate(load_problem(TINY / problem), load_candidate(FIXTURES2 / name))
+    assert result.status is Status.MISMATCH and result.reason.startswith(where), result.reason
+
+
+def test_red_team_19s_honest_max_passes_the_large_trial(judge_large):
+    result = judge_large.evaluate(load_problem(TINY / "13_Max_LastDim.py"), load_candidate(FIXTURES2 / "d_max_honest.py"))
+    assert result.status is Status.OK, result.reason
+    assert {"large", "outliers"} <= {t.name for t in result.trials}
