@@ -23,6 +23,7 @@ Imports: torch and the standard library (the worker's own).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import torch
@@ -219,6 +220,26 @@ def _together(inputs: list[Any]) -> list[dict[str, Any]]:
     if len(sizes) > 1:
         found.append({"name": "shape_dims_together", **base, "together": sizes})
     return found
+
+
+def most_within(plan: dict[str, Any], before: list[int], after: list[int]) -> int:
+    """The plan's `most` cut to the largest size whose inputs and outputs stay within its `bytes`, read off the
+    reference's run at `new`: `before` and `after` are the bytes of each tensor (inputs, then outputs) at the problem's
+    size and at `new`. Each tensor grows as a power of the size, whose exponent that run measures, so the whole at a
+    size m is at most the run's at `new` times (m / new) ** p, p the largest exponent (an output that grows with two
+    sizes of the input, a convolution's image, outgrows the plan's estimate, which took outputs as growing with one:
+    level3/8's reference handed over 1.27 GB past a limit of 1 GiB on the GPU). Tensors that do not pair up take
+    p = 3."""
+    n, new = int(plan["nominal"]), int(plan["new"])
+    if "most" not in plan or new <= n:
+        return int(plan.get("most", new))
+    ratio = new / n
+    if len(before) == len(after):
+        p = max([math.log(b / a) / math.log(ratio) for a, b in zip(before, after) if a > 0 and b > 0] or [1.0])
+    else:
+        p = 3.0
+    total = sum(after)
+    return min(int(plan["most"]), _most(n, new, lambda m: total * (m / new) ** max(p, 0.0) <= plan["bytes"]))
 
 
 def _most(n: int, new: int, fits: Callable[[int], bool]) -> int:

@@ -255,12 +255,13 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 1)
             _replace(inputs, lambda v: torch.randn(v.shape, generator=gen, device=device).to(v.dtype))
         elif transform == "scaled":
-            _replace(inputs, lambda v: v * input_set["scale"])
+            _replace(inputs, lambda v: v * input_set["scale"], in_place=lambda v: v.mul_(input_set["scale"]))
         elif transform == "outliers":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
             _replace(inputs, lambda v: _with_outliers(v, gen))
         elif transform == "large":
-            _replace(inputs, lambda v: v * 2.0 ** min(input_set["exponent"], LARGE_CAP.get(v.dtype, input_set["exponent"])))
+            power = lambda v: 2.0 ** min(input_set["exponent"], LARGE_CAP.get(v.dtype, input_set["exponent"]))  # noqa: E731
+            _replace(inputs, lambda v: v * power(v), in_place=lambda v: v.mul_(power(v)))
         elif transform == "ties":  # equal values everywhere (red team 17's c3 returned the last of tied maxima where torch
             # returns the first, and passed every draw without ties)
             rng = random.Random(input_set["seed"] + 3)
@@ -279,12 +280,31 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
 _INTEGRAL = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")  # outputs where ties show
 
 
-def _replace(inputs: list[Any], transform) -> None:
-    """Transform the floating inputs in order, one at a time, so each original can go before the next is made."""
-    for k, v in enumerate(inputs):
-        if _floating(v):
-            inputs[k] = transform(v)
-        del v
+def _replace(inputs: list[Any], transform, in_place=None) -> None:
+    """Transform the floating inputs in order, one at a time, so each original can go before the next is made; with
+    `in_place`, an input that only this list holds is changed where it lies (no second copy: the reference computing
+    a timed trial's scaled inputs beside the candidate's timed sets ran a 16 GB pooling input out of GPU memory at
+    re-verification, bench/results/2026-12-07-s29), while one the problem also keeps is copied, never changed."""
+    for k in range(len(inputs)):
+        if not _floating(inputs[k]):
+            continue
+        if in_place is not None and _only_here(inputs, k):
+            in_place(inputs[k])
+        else:
+            inputs[k] = transform(inputs[k])
+
+
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+
+
+def _only_here(inputs: list[Any], k: int) -> bool:
+    """Whether `inputs[k]` is held by nothing but the list, and its memory by nothing but it: a tensor `get_inputs()`
+    made for this call, not a module's own tensor, a view or a detached alias of one (which a change in place would
+    carry into every later draw)."""
+    if _USE_COUNT is None or sys.getrefcount(inputs[k]) != 2:  # the list's reference and the call's argument
+        return False
+    v = inputs[k]
+    return v._base is None and not v.requires_grad and _USE_COUNT(v.untyped_storage()._cdata) == 2  # v's, and the storage object's
 
 
 def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -556,6 +576,11 @@ def model_bytes(model: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
 
 
+def _spec_bytes(spec: dict[str, Any]) -> int:
+    """Bytes of a tensor as `describe` recorded it."""
+    return math.prod(spec["shape"]) * torch.empty(0, dtype=getattr(torch, spec["dtype"])).element_size()
+
+
 def tensor_bytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
@@ -733,6 +758,8 @@ class ReferenceRun:
         weights = self.result.get("weight_bytes", 0)
         out_bytes = max(0, self.result.get("min_bytes", 0) - self.result.get("input_bytes", 0) - weights)
         plans, derived, done, kept = resize.plans(nominal, out_bytes), [], set(), set()
+        first_out = [_spec_bytes(t) for t in self.result["structure"].get(first["name"], {}).get("tensors", [])]
+        before = [v.numel() * v.element_size() for v in nominal if isinstance(v, torch.Tensor)] + first_out
         del nominal
         with _Alarm() as alarm:
             for plan in plans:
@@ -768,6 +795,8 @@ class ReferenceRun:
                     continue
                 done.add(key)
                 kept.add(same)
+                after = [v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor)]
+                plan = {**plan, "most": resize.most_within(plan, before, after + [t.numel() * t.element_size() for t in tensors])} if "most" in plan else plan
                 self.result["structure"][name] = {"kind": flatten_output(out)[0], "tensors": [describe(t) for t in tensors]}
                 derived.append({"name": name, "resize": plan, "shapes": resize.shapes(inputs), "work": work.to_json()})
                 del out, inputs, tensors
