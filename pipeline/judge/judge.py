@@ -800,8 +800,9 @@ class Evaluation:
         """`start` now (the audit passed); the inputs of the checked calls once the candidate is constructed."""
         first = reference.result["structure"][draw.trials[0]["name"]]["tensors"]
         job.send({"type": "start"})
+        reserve = self.judge.footprint(reference).beside_candidate_bytes() if self.judge.compare_device == "cuda" else 0
         job.send_when("wait_inputs", {"type": "inputs", "input_sets": list(draw.checked), "audit_set": draw.audit,
-                                      "poison": [[t["shape"], t["dtype"]] for t in first]})
+                                      "poison": [[t["shape"], t["dtype"]] for t in first], "reserve": reserve})
 
     def _audit(self, source: str, dtypes: frozenset[str]) -> Audit:
         try:

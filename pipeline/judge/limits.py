@@ -131,6 +131,13 @@ class Footprint:
         reference = w + (self.timed_sets + 1) * i + o
         return max(checked, timed, reference) + 2 * DEVICE_RESERVE_BYTES
 
+    def beside_candidate_bytes(self) -> int:
+        """What the GPU keeps free for the others while the candidate's worker makes a copy it could keep on the host
+        (a held call, the mutation check's copy): the reference's W + I + O and the judge's (A + 1)·O + C, with their
+        processes' reserve. The footprint counts the candidate at W + I + O; what it takes beyond comes out of the rest."""
+        w, i, o = self.weight_bytes, self.input_bytes, self.output_bytes
+        return (w + i + o) + (self.ahead_sets + 1) * o + COMPARE_BYTES + 2 * DEVICE_RESERVE_BYTES
+
     def job_host_bytes(self, device: str) -> int:
         """What one job may hold in host memory: its base, and the copies it may need there."""
         if device == "cpu":

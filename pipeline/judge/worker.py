@@ -253,19 +253,21 @@ def make_inputs(get_inputs, input_set: dict[str, Any], device: torch.device) -> 
             inputs = resize.resize(inputs, input_set["resize"], get_inputs)
         if transform == "signed":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 1)
-            _replace(inputs, lambda v: torch.randn(v.shape, generator=gen, device=device).to(v.dtype))
+            fresh = lambda v: torch.randn(v.shape, generator=gen, device=device).to(v.dtype)  # noqa: E731
+            # in place the same values (randn is normal_ on a new tensor), float32 only: others draw in float32 first
+            _replace(inputs, fresh, in_place=lambda v: v.normal_(generator=gen) if v.dtype == torch.float32 else fresh(v))
         elif transform == "scaled":
             _replace(inputs, lambda v: v * input_set["scale"], in_place=lambda v: v.mul_(input_set["scale"]))
         elif transform == "outliers":
             gen = torch.Generator(device=device).manual_seed(input_set["seed"] + 2)
-            _replace(inputs, lambda v: _with_outliers(v, gen))
+            _replace(inputs, lambda v: _with_outliers(v, gen), in_place=lambda v: _with_outliers(v, gen, in_place=True))
         elif transform == "large":
             power = lambda v: 2.0 ** min(input_set["exponent"], LARGE_CAP.get(v.dtype, input_set["exponent"]))  # noqa: E731
             _replace(inputs, lambda v: v * power(v), in_place=lambda v: v.mul_(power(v)))
         elif transform == "ties":  # equal values everywhere (red team 17's c3 returned the last of tied maxima where torch
             # returns the first, and passed every draw without ties)
             rng = random.Random(input_set["seed"] + 3)
-            _replace(inputs, lambda v: _with_ties(v, rng))
+            _replace(inputs, lambda v: _with_ties(v, rng), in_place=lambda v: _with_ties(v, rng, in_place=True))
     inputs = to_device(inputs, device)
     if (input_set.get("resize") or {}).get("layout"):  # after the values: a transform makes contiguous tensors again
         with device:
@@ -289,7 +291,7 @@ def _replace(inputs: list[Any], transform, in_place=None) -> None:
         if not _floating(inputs[k]):
             continue
         if in_place is not None and _only_here(inputs, k):
-            in_place(inputs[k])
+            inputs[k] = in_place(inputs[k])  # the same tensor, changed (or, where it cannot be, a new one)
         else:
             inputs[k] = transform(inputs[k])
 
@@ -304,15 +306,17 @@ def _only_here(inputs: list[Any], k: int) -> bool:
     if _USE_COUNT is None or sys.getrefcount(inputs[k]) != 2:  # the list's reference and the call's argument
         return False
     v = inputs[k]
-    return v._base is None and not v.requires_grad and _USE_COUNT(v.untyped_storage()._cdata) == 2  # v's, and the storage object's
+    return (v._base is None and not v.requires_grad and v.is_contiguous()
+            and _USE_COUNT(v.untyped_storage()._cdata) == 2)  # v's reference, and the storage object's
 
 
-def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def _with_outliers(value: torch.Tensor, gen: torch.Generator, in_place: bool = False) -> torch.Tensor:
     """About 1% of the elements replaced by values of magnitude 50 to 1000, each with the sign of the element it
     replaces. (Random signs made sums of outliers that cancel to near zero, where the fp32 reference itself is
     further than 1e-4 from the exact value: a correct kernel failed there. The signed trial covers signs.)"""
-    out = torch.empty(value.shape, dtype=value.dtype, device=value.device)
+    out = value if in_place else torch.empty(value.shape, dtype=value.dtype, device=value.device)
     source, target = value.reshape(-1), out.view(-1)
+    ends = (source[0].clone(), source[-1].clone()) if source.numel() else ()
     # chunk by chunk: its masks and draws were 4 float32 copies of a GiB input at once (a tensor of one chunk or
     # fewer draws exactly the values it drew whole)
     for i in range(0, source.numel(), CHUNK):
@@ -321,8 +325,8 @@ def _with_outliers(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         size = 50 + 950 * torch.rand(v.shape, generator=gen, device=v.device)
         sign = torch.where(v < 0, -1.0, 1.0)
         target[i : i + CHUNK] = torch.where(picked, (size * sign).to(v.dtype), v)
-    if source.numel():  # the first and last elements as drawn: a key on them meets inputs that differ only inside
-        target[0], target[-1] = source[0], source[-1]
+    if ends:  # the first and last elements as drawn: a key on them meets inputs that differ only inside
+        target[0], target[-1] = ends
     return out
 
 
@@ -331,7 +335,7 @@ LARGE_CAP = {torch.float16: 12}  # the large trial's largest power of two by dty
 TIES_STEPS = (1, 2, 3, 4, 8)  # the ties trial's grid: 1/step of the problem's draws, drawn per set
 
 
-def _with_ties(value: torch.Tensor, rng: random.Random) -> torch.Tensor:
+def _with_ties(value: torch.Tensor, rng: random.Random, in_place: bool = False) -> torch.Tensor:
     """The problem's draws on a grid drawn for this set (a step of 1/1 to 1/8, then scaled by 0.5-2 and shifted by -2
     to 1, so tied values are no fixed multiples and take either sign), and along every dimension of two or more a
     slice set to one negative constant, and where it has four or more another set to one positive constant. The
@@ -343,7 +347,7 @@ def _with_ties(value: torch.Tensor, rng: random.Random) -> torch.Tensor:
     later slice cut an earlier one), the negative tie was met in about six checks of seven (CI, session 28). In place
     after one copy: argmax inputs reach 8 GB in KernelBench."""
     step = rng.choice(TIES_STEPS)
-    out = value.mul(step).round_().div_(step).mul_(rng.uniform(0.5, 2.0)).add_(rng.uniform(-2.0, 1.0))
+    out = (value.mul_(step) if in_place else value.mul(step)).round_().div_(step).mul_(rng.uniform(0.5, 2.0)).add_(rng.uniform(-2.0, 1.0))
     high, low = round(rng.uniform(0.1, 3.0), 1), -round(rng.uniform(0.1, 3.0), 1)
     negative = []
     for d in range(out.dim()):
@@ -415,9 +419,24 @@ def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return True
 
 
-def written(before: list[torch.Tensor | None], placed: list, inputs: list[Any]) -> list[int]:
-    """The inputs a call changed: their contents (bitwise) or the memory they are."""
-    return [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and (where([b])[0] != placed[i] or not same_tensor(a, b))]
+def written(before: list[Any], placed: list, inputs: list[Any]) -> list[int]:
+    """The inputs a call changed: their contents (bitwise, against a copy or a keyed fingerprint) or the memory they are."""
+    def same(a, b) -> bool:
+        return a.same(b) if isinstance(a, _Marked) else same_tensor(a, b)
+
+    return [i for i, (a, b) in enumerate(zip(before, inputs)) if a is not None and (where([b])[0] != placed[i] or not same(a, b))]
+
+
+class _Marked:
+    """An input's keyed fingerprint (`_mark`), standing for its copy where the GPU has no room for one beside the
+    others' (a copy on the host, and a whole compare there, took seconds a call for GiB inputs). It lives in the
+    candidate's process as a copy would, and a change that keeps it has to know the key."""
+
+    def __init__(self, t: torch.Tensor, key: int) -> None:
+        self.key, self.mark = key, _mark(t, key)
+
+    def same(self, t: torch.Tensor) -> bool:
+        return _mark(t, self.key) == self.mark
 
 
 class HeldOutputs:
@@ -430,13 +449,14 @@ class HeldOutputs:
     def __init__(self) -> None:
         self.calls: list[_HeldCall] = []
         self.key = secrets.randbits(62)  # the fingerprints' weights: a candidate cannot pick changes that keep them
+        self.reserve = 0  # device bytes the others of the check may still need (the judge's `reserve`)
 
     def hold(self, name: str, items: list[Any], inputs: list[Any]) -> None:
         outputs = [t for t in items if type(t) is torch.Tensor]
         given = [v for v in inputs if type(v) is torch.Tensor and not any(v is o for o in outputs)]
         call = _HeldCall(name, outputs, given, self.key)
         if call.nbytes > KEEP_ON_DEVICE_BYTES:  # a caller keeps its last answer whatever its size: held alone if it fits
-            if _room_for(call.nbytes, outputs + given):
+            if _room_for(call.nbytes, outputs + given, self.reserve):
                 self.calls = [call]
             return
         self.calls.insert(0, call)
@@ -526,14 +546,21 @@ def storage_bytes(values: list[torch.Tensor]) -> int:
     return sum(min(high - low, elements) for low, high, elements in extents.values())
 
 
-def _room_for(nbytes: int, values: list[torch.Tensor]) -> bool:
+def _room_for(nbytes: int, values: list[torch.Tensor], reserve: int = 0) -> bool:
     """Whether one call's outputs and inputs of `nbytes` can stay alive through the next call: on a GPU with twice
-    that free; on the host up to 4 GiB."""
+    that free beside the `reserve` the others of the check may still take; on the host up to 4 GiB."""
     cuda = next((v.device for v in values if v.device.type == "cuda"), None)
     if cuda is None:
         return nbytes <= 4 * KEEP_ON_DEVICE_BYTES
-    free, _ = torch.cuda.mem_get_info(cuda)
-    return free >= 2 * nbytes
+    return device_room(torch.cuda.mem_get_info(cuda)[0], 2 * nbytes, reserve)
+
+
+def device_room(free: int, wanted: int, reserve: int) -> bool:
+    """Whether a worker may take `wanted` more bytes of the GPU for a copy it could keep elsewhere (a held call, the
+    mutation check's copy): only where `reserve`, what the reference's worker and the judge may still take, stays free
+    after it. Taken while it was free, a 16 GB pooling input's held call and mutation copy (48 GB with its own inputs)
+    ran the reference of level1/45's re-verification out of memory on an 80 GB card (bench/results/2026-12-07-s29)."""
+    return free - wanted >= reserve
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -562,13 +589,16 @@ def where(inputs: list[Any]) -> list[tuple[int, int, tuple[int, ...], tuple[int,
 KEEP_ON_DEVICE_BYTES = 1 << 30  # input sets up to this size are kept whole on the device between calls
 
 
-def mutation_copy(inputs: list[Any], output_bytes: int) -> list[torch.Tensor | None]:
+def mutation_copy(inputs: list[Any], output_bytes: int, reserve: int = 0, key: int | None = None) -> list[Any]:
     """A copy of every input tensor, to tell afterwards whether the call wrote one: on the device when it has room
-    for the copy and the call's outputs twice over besides, else on the host (GiB inputs on a full card)."""
+    for the copy and the call's outputs twice over besides the `reserve` (`device_room`), else (GiB inputs on a full
+    card) a keyed fingerprint of each where a `key` is given, or a copy on the host."""
     copy_bytes = tensor_bytes(inputs)
     host = False
     if copy_bytes > KEEP_ON_DEVICE_BYTES and any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs):
-        host = torch.cuda.mem_get_info()[0] < copy_bytes + 2 * output_bytes
+        host = not device_room(torch.cuda.mem_get_info()[0], copy_bytes + 2 * output_bytes, reserve)
+    if host and key is not None:
+        return [_Marked(v, key) if isinstance(v, torch.Tensor) else None for v in inputs]
     return [(v.to("cpu", copy=True) if host else v.clone()) if isinstance(v, torch.Tensor) else None for v in inputs]
 
 
@@ -1164,6 +1194,7 @@ class CandidateRun:
             model = self.load_candidate(get_init_inputs)
             plan = job.wait_for("inputs", "the inputs")
             job.spec["poison"] = plan["poison"]
+            self.held.reserve = int(plan.get("reserve", 0))
             self.result["checksums"] = {}
             self.check_calls(model, get_inputs, plan)
             if job.device.type == "cuda" and job.options["timing"]:
@@ -1265,7 +1296,7 @@ class CandidateRun:
         cannot edit it) and its outputs follow (subsampled where the judge says)."""
         sums = checksum(inputs)
         self.result["checksums"][name] = sums
-        before, placed = mutation_copy(inputs, self.poison_bytes()), where(inputs)
+        before, placed = mutation_copy(inputs, self.poison_bytes(), self.held.reserve, self.held.key), where(inputs)
         processes_before = self.candidate_processes()
         starts_before = self.starts()
         self.poison()

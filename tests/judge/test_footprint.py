@@ -237,3 +237,16 @@ def test_repeats_that_arrive_before_the_reference_are_compared_when_it_comes():
     comparer.candidate_outputs("repeat_2", [compare.subsample(ref.clone(), draw.sample("repeat_2"))])
     assert all(comparer.results[c].passed for c in ("trial_1", "repeat_1", "repeat_2"))
     assert released == [1] and not comparer.reference and not comparer.repeat_refs
+
+
+def test_a_worker_keeps_a_copy_on_the_gpu_only_where_the_others_keep_their_room():
+    """level1/45 (a 16 GB input, 80 GB card): the candidate's held call and mutation copy, taken while the GPU had
+    them free, left the reference 10 GB; each copy now leaves the reference's and the judge's share free."""
+    gb = 1 << 30
+    pooling = limits.Footprint(16 * gb, gb // 7, 0, ahead_sets=2, timed_sets=2)
+    reserve = pooling.beside_candidate_bytes()
+    assert 16 * gb < reserve < 26 * gb  # the reference W + I + O, the judge (A + 1)·O + C, two processes' slack
+    free = 79 * gb - 16 * gb - 16 * gb  # the candidate's inputs and the reference's
+    assert worker.device_room(free, 16 * gb, reserve)  # the mutation copy: 47 GB free, 31 left
+    assert not worker.device_room(free - 16 * gb, 2 * 16 * gb, reserve)  # a held call besides: none left
+    assert worker.device_room(free - 16 * gb, 2 * 15 * gb, 0)  # the rule before: whatever was free at the time
