@@ -36,8 +36,11 @@ def judge_shapes():
                                         ("r18_c3_allequal_row.py", "correctness: ties:"), ("r18_c4_lasttie_negative.py", "correctness: ties:"),
                                         ("r18_c1_lasttie_othershapes.py", "other_shapes:")])
 def test_a_kernel_wrong_only_on_ties_fails(judge_shapes, name, where):
+    """Wrong on ties, it fails on the ties trial or, where one comes first, on a set of another shape that takes ties
+    values (about one check in twenty met the latter first for r18_c2, CI-style runs of session 29)."""
     result = judge_shapes.evaluate(load_problem(TINY / "14_Argmax_Dim1.py"), load_candidate(FIXTURES / name))
-    assert result.status is Status.MISMATCH and result.reason.startswith(where), result.reason
+    on_ties_elsewhere = where.endswith("ties:") and result.reason.startswith("other_shapes:") and "ties values" in result.reason
+    assert result.status is Status.MISMATCH and (result.reason.startswith(where) or on_ties_elsewhere), result.reason
 
 
 def test_an_honest_argmax_passes_with_ties(judge_shapes):
