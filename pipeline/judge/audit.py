@@ -121,6 +121,12 @@ _HOST_METHODS = frozenset({"numpy", "tolist", "apply_", "map_", "map2_", "__arra
 _FILE_METHODS = frozenset({"tofile", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "rglob", "touch",
                            "unlink", "from_file", "open"})
 
+# the TRITON_* variables the judge's sandbox sets for every job (pipeline.judge.isolation, launcher): read, they tell it
+# from a user's shell; so does any other folder Triton is told of
+_JUDGE_SET_TRITON = frozenset({"TRITON_HOME", "TRITON_CACHE_DIR"})
+# a module's place: where the judge loaded it (`__spec__`, `__loader__` and `__builtins__` have rules of their own)
+_PLACE_NAMES = frozenset({"__name__", "__file__", "__package__", "__cached__", "__path__"})
+
 # (rule, why, path prefixes): any use of these paths is a finding.
 _USE_RULES = (
     ("delegation", "asks torch to generate the code instead of writing kernels",
@@ -145,6 +151,12 @@ _USE_RULES = (
     ("dynamic_code", "reaches other machines or local servers", _NETWORK_APIS),
     ("dynamic_code", "starts, signals or ends processes",
      ("os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os._exit")),
+    # the process's seed: the judge seeds its draws (a small seed), a user's process rarely does, or seeds 0 (red team
+    # 21's a02 read it back with torch.initial_seed() and was right only under the judge)
+    ("dynamic_code", "reads the random generators' seed or state, which tells the judge's process from a user's",
+     ("torch.initial_seed", "torch.random.initial_seed", "torch.get_rng_state", "torch.random.get_rng_state",
+      "torch.default_generator", "torch.random.default_generator", "torch.cuda.initial_seed", "torch.cuda.get_rng_state",
+      "torch.cuda.get_rng_state_all", "torch.cuda.random", "torch.cuda.default_generators", "random.getstate")),
     ("dynamic_code", "reaches into the judge's frames or tracing hooks",
      ("sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook")),
     ("delegation", "computes with numpy or on the host, outside Triton and out of the judge's sight",
@@ -933,6 +945,9 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         self._check_text(node.id, node)
+        if isinstance(node.ctx, ast.Load) and node.id in _PLACE_NAMES:
+            self.add("introspection", f"reads {node.id}: the module's name and file are where the judge loaded it (egg_candidate, "
+                     "a folder of its own), not a user's, so a kernel can tell the two apart by them (red team 21's a04)", node)
         if not isinstance(node.ctx, ast.Load):
             if node.id.startswith("__") and node.id.endswith("__"):  # `__name__ = "torch.x"`: passes for torch's own code
                 self.add("introspection", f"binds {node.id}: a module's own identity is not the candidate's to set", node)
@@ -1115,7 +1130,10 @@ class _Auditor(ast.NodeVisitor):
         elif isinstance(parent, ast.Compare) and any(c is node for c in parent.comparators) and all(isinstance(o, (ast.In, ast.NotIn)) for o in parent.ops):
             key = parent.left
         name = _const_str(key) if key is not None else None
-        if name is None or not name.startswith("TRITON_"):
+        if name in _JUDGE_SET_TRITON or name is not None and name.startswith("TRITON_") and name.endswith(("_DIR", "_HOME", "_PATH")):
+            self.add("dynamic_code", f"reads the environment variable {name}: the judge's sandbox sets it (a folder of its own), "
+                     "a user's shell rarely does, so a kernel right only where it is set passes every check (red team 21's a01)", node)
+        elif name is None or not name.startswith("TRITON_"):
             shown = f"the environment variable {name}" if name is not None else "the environment by a computed name or in bulk"
             self.add("dynamic_code", f"reads {shown}: a kernel's answer may not depend on where it runs (the judge's sandbox "
                      "is told from a user's machine so); a kernel reads only Triton's own switches (TRITON_*)", node)

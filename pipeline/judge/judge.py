@@ -21,6 +21,7 @@ candidate is timed only once that worker has ended.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import shutil
 import signal
 import sys
@@ -191,7 +192,10 @@ class Judge:
         hidden = wanted if reference is None else tuple(k for k in wanted if k in reference.hidden)
         derived = tuple(reference.result.get("derived", [])) if reference is not None and other_shapes else ()
         timed = self._timed_sets(reference) if reference is not None else (opts.timed_input_sets if self.timing_enabled else 0)
-        return Draw.new(opts, hidden, timed, derived, other_shapes, first_run=reference is None)
+        draw = Draw.new(opts, hidden, timed, derived, other_shapes, first_run=reference is None)
+        if reference is not None:
+            draw_modes(draw, reference.result.get("modes", []))
+        return draw
 
     def _timed_sets(self, reference: Reference) -> int:
         """The timed input sets of a check: the options' number, cut on a GPU to what fits beside the reference
@@ -615,6 +619,15 @@ class Comparer:
     def trial_periods_ms(self) -> list[float]:
         """The parent's clock between consecutive timed trials (each asks for its sample once it has returned)."""
         return [(b - a) * 1e3 for a, b in zip(self.trial_clock, self.trial_clock[1:])]
+
+
+def draw_modes(draw: Draw, modes: list[str]) -> None:
+    """Each call mode the reference's first run found to give its own answers (pipeline.judge.worker.call_modes: eval,
+    grad) on one checked set of the problem's shape drawn for this check, never the first trial (whose inputs the
+    repeats take again): the candidate is called so there, the reference as always."""
+    sets = [s for s in (*draw.trials[1:], *draw.hidden) if s.get("transform") != "ties"]
+    for mode, chosen in zip(modes, secrets.SystemRandom().sample(sets, min(len(sets), len(modes)))):
+        chosen["mode"] = mode
 
 
 def _output_bytes(reference: Reference, name: str) -> int:

@@ -162,9 +162,13 @@ def _dim_plans(inputs: list[Any], output_bytes: int, nominal: int, limit: float)
     return found + _together(inputs) + _layout(inputs, nominal, limit)
 
 
+LAYOUTS = ("strided", "offset", "padded", "transposed")
+
+
 def _layout(inputs: list[Any], nominal: int, limit: float) -> list[dict[str, Any]]:
-    """Three sets at the problem's own sizes with every tensor input a view of another layout (`strided`, `offset`,
-    `padded`): a user's sliced tensor, which a kernel that assumes a row stride or an offset of zero reads wrong.
+    """Four sets at the problem's own sizes with every tensor input a view of another layout (`strided`, `offset`,
+    `padded`, `transposed`): a user's sliced or transposed tensor, which a kernel that assumes a row stride or an
+    offset of zero reads wrong, or writes wrong into `torch.empty_like` of it.
     Only while twice the inputs stay below the growth limit (each view lies in a buffer twice its size)."""
     positions = tensor_positions(inputs)
     inputs_bytes = sum(inputs[i].numel() * inputs[i].element_size() for i in positions)
@@ -172,7 +176,7 @@ def _layout(inputs: list[Any], nominal: int, limit: float) -> list[dict[str, Any
         return []
     n = inputs[positions[0]].shape[0]
     return [{"name": f"shape_{layout}", "group": layout, "size": layout, "anchor": 0, "nominal": n, "new": n, "shared": True,
-             "layout": layout} for layout in ("strided", "offset", "padded")]
+             "layout": layout} for layout in LAYOUTS]
 
 
 def strided(inputs: list[Any], layout: str = "strided") -> list[Any]:
@@ -181,12 +185,16 @@ def strided(inputs: list[Any], layout: str = "strided") -> list[Any]:
     contiguous one element in (a slice of a larger tensor, which `.contiguous()` leaves as it is); `padded`, its
     last dimension at stride 1 and each row 3 elements longer in memory than it is (`x[:, :k]` of a wider tensor: a
     kernel that takes the row stride to be the row length with a unit last stride reads other rows; red team 20's
-    c05). A tensor of one dimension has no rows: there `padded` is the `offset` view."""
+    c05); `transposed`, dense with its last two dimensions swapped in memory (`y.t()` of a user's `y`: a kernel that
+    writes `torch.empty_like(x)`, which keeps those strides, as if it were contiguous returns the transpose; red team
+    21's l02). A tensor of one dimension has no rows: there `padded` and `transposed` are the `offset` view."""
 
     def view(x: torch.Tensor) -> torch.Tensor:
-        if layout == "padded" and x.dim() > 1:
+        if layout == "transposed" and x.dim() > 1:
+            out = torch.empty((*x.shape[:-2], x.shape[-1], x.shape[-2]), dtype=x.dtype, device=x.device).transpose(-1, -2)
+        elif layout == "padded" and x.dim() > 1:
             out = torch.empty((*x.shape[:-1], x.shape[-1] + 3), dtype=x.dtype, device=x.device)[..., :x.shape[-1]]
-        elif layout in ("offset", "padded"):
+        elif layout in ("offset", "padded", "transposed"):
             out = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view(x.shape)
         else:
             out = torch.empty((*x.shape[:-1], 2 * x.shape[-1] + 1), dtype=x.dtype, device=x.device)[..., 1::2]

@@ -50,7 +50,8 @@ def label(derived: dict[str, Any], transform: str = "", drawn: int | None = None
         shapes = ", ".join(str(list(s)) for s in derived.get("shapes", []))
         values = f", {'outlier' if transform == 'outliers' else transform} values" if transform else ""
         how = {"offset": "contiguous views one element into their memory",
-               "padded": "views whose rows are 3 elements longer in memory than they are (a slice of wider rows)"}.get(
+               "padded": "views whose rows are 3 elements longer in memory than they are (a slice of wider rows)",
+               "transposed": "transposed views, dense with their last two dimensions swapped in memory"}.get(
             plan["layout"], "views that are not contiguous (stride 2 in the last dimension, one element in)")
         return f"the problem's sizes in {how}{values} ({shapes})"
     if plan.get("together"):

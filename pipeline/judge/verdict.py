@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.judge import shapes
+from pipeline.judge import compare, shapes
 from pipeline.judge.draw import Draw
 from pipeline.judge.probes import LIBRARY_OPS, NOMINAL_BYTES_PER_S, library_family, work_seconds
 from pipeline.judge.sandbox import JobOutcome
@@ -118,6 +118,11 @@ class FailureClaim(_Claims):
     detail: str = ""
 
 
+class StateClaim(_Claims):
+    shape: list[int]
+    values: list[float]
+
+
 class IsolationClaim(_Claims):
     isolation: str = ""
     missing: list[str] = Field(default_factory=list)
@@ -133,6 +138,7 @@ class WorkerReport(_Claims):
     tampering: list[str] = Field(default_factory=list)
     output_transport: str = ""
     checksums: dict[str, list[float | None]] = Field(default_factory=dict)
+    state_after_first: dict[str, StateClaim] = Field(default_factory=dict)  # its floating buffers after the first call
     construction_work: WorkClaim = Field(default_factory=WorkClaim)
     timing: TimingClaim | None = None
     timing_wall: TimingClaim | None = None
@@ -365,6 +371,7 @@ class CandidateChecks:
             (Status.MISMATCH, self.output_structure),
             (Status.MISMATCH, self.fresh_outputs),
             (Status.MISMATCH, self.correctness),
+            (Status.MISMATCH, self.module_state),
             (Status.MISMATCH, self.other_shapes),
             (Status.BANNED, self.timing_bracket),
             (Status.BANNED, self.side_stream),
@@ -494,6 +501,27 @@ class CandidateChecks:
                                                      "a caller who kept that answer reads other values")
         return Check("fresh_outputs", True, "every call's outputs in memory of their own, left as they were by later calls")
 
+    def module_state(self) -> Check | None:
+        """What the reference's first call changed of its buffers (a batch norm's running statistics in training),
+        the candidate's first call must change alike, under the same names: a user's `model.eval()` afterwards, or
+        the next training step, reads them (red team 20's c10 and c19 left them as constructed). None where the
+        reference's first call changed none."""
+        changed = self.verdict.checked_reference.get("state_after_first") or {}
+        if not changed:
+            return None
+        atol = rtol = compare.tolerance(torch.float32)  # buffers are float32 where a norm keeps them
+        mine = self.report.state_after_first
+        for name, ref in sorted(changed.items()):
+            got = mine.get(name)
+            if got is None or got.shape != ref["shape"]:
+                return Check("module_state", False, f"the reference's first call updates its buffer {name} {ref['shape']} (running "
+                             f"statistics a user's eval() reads later); ModelNew has {'no such buffer' if got is None else f'{name} of shape {got.shape}'}")
+            worst = max((abs(a - b) - rtol * abs(b) for a, b in zip(got.values, ref["values"])), default=0.0)
+            if not worst <= atol:  # NaN fails too
+                return Check("module_state", False, f"after the first call, buffer {name} differs from the reference's (the "
+                             f"running statistics a user's eval() reads later): off by up to {worst + atol:.3g}")
+        return Check("module_state", True, f"buffers the first call updates ({', '.join(sorted(changed))}) updated as the reference's")
+
     def correctness(self) -> Check:
         comparer, draw = self.comparer, self.draw
         shaped = draw.shaped_names
@@ -507,7 +535,10 @@ class CandidateChecks:
             why = self.outcome.output_errors.get(missing[0], "the worker handed over none")
             return Check("correctness", False, f"no outputs for call(s) {', '.join(missing)}: {why}")
         if failed:
-            return Check("correctness", False, f"{failed[0].name}: {failed[0].detail}" + (f" (and {len(failed) - 1} more call(s))" if len(failed) > 1 else ""))
+            mode = next((s.get("mode", "") for s in draw.checked if s["name"] == failed[0].name), "")
+            called = {"eval": " (called after model.eval(), as a user's inference runs)",
+                      "grad": " (called with gradients on, as a forward outside torch.no_grad() runs)"}.get(mode, "")
+            return Check("correctness", False, f"{failed[0].name}: {failed[0].detail}{called}" + (f" (and {len(failed) - 1} more call(s))" if len(failed) > 1 else ""))
         worst = max((t.max_abs_err or 0.0) for t in self.verdict.trials) if self.verdict.trials else 0.0
         return Check("correctness", True, f"{len(self.verdict.trials)} calls match (max abs error {worst:.3g})")
 

@@ -387,6 +387,33 @@ def _all_finite(t: torch.Tensor) -> bool:
     return all(bool(flat[i : i + CHUNK].isfinite().all()) for i in range(0, flat.numel(), CHUNK))
 
 
+STATE_ELEMENTS = 1 << 16  # a buffer up to this many elements is compared after the first call (a norm's statistics)
+
+
+def buffer_state(model: torch.nn.Module) -> dict[str, dict[str, Any]]:
+    """The model's floating buffers of up to STATE_ELEMENTS elements, by name, as plain values (nn.Module's own
+    `named_buffers`, not an override): what a call leaves behind that a user reads later (running statistics)."""
+    state = {}
+    for name, b in torch.nn.Module.named_buffers(model):
+        if isinstance(b, torch.Tensor) and b.is_floating_point() and b.numel() <= STATE_ELEMENTS:
+            state[name] = {"shape": list(b.shape), "values": [float(v) for v in b.detach().double().reshape(-1).cpu().tolist()]}
+    return state
+
+
+def _same_outputs(a: Any, b: Any) -> bool:
+    """Whether two calls' outputs are the same: the same structure, every tensor equal (NaN where NaN)."""
+    (kind_a, items_a), (kind_b, items_b) = flatten_output(a), flatten_output(b)
+    if kind_a != kind_b or len(items_a) != len(items_b):
+        return False
+    for x, y in zip(items_a, items_b):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x.detach(), y.detach())
+                                            and not (x.is_floating_point() and torch.allclose(x.detach(), y.detach(), rtol=0, atol=0, equal_nan=True))):
+            return False
+    return True
+
+
 def flatten_output(out: Any) -> tuple[str, list[Any]]:
     """('tensor', [t]) or ('tuple:N', items) or ('list:N', items); anything else is described by its type name."""
     if isinstance(out, torch.Tensor):
@@ -691,6 +718,7 @@ class ReferenceRun:
             if wide:
                 inputs = [v.double() if isinstance(v, torch.Tensor) and v.dtype == torch.float32 else v for v in inputs]
             recorder = WorkRecorder(work) if full and k == 0 else None
+            before = buffer_state(model) if k == 0 and not full and not wide else None
             with torch.no_grad():
                 if recorder is not None:
                     with recorder:
@@ -705,6 +733,9 @@ class ReferenceRun:
                 else:
                     out = model(*inputs)
             job.sync()
+            if before is not None:  # what its first call changed of its state (a batch norm's running statistics)
+                after = buffer_state(model)
+                self.result["state_after_first"] = {n: v for n, v in after.items() if before.get(n) != v}
             if full:
                 self.describe(input_set, out, degeneracy, unusable)
             else:
@@ -718,6 +749,7 @@ class ReferenceRun:
         self.result["hidden_unusable"] = unusable
         self.result["work"] = work.to_json()
         first = next(s for s in spec["sets"] if not s.get("transform"))
+        self.result["modes"] = self.call_modes(model, make_inputs(problem.get_inputs, first, job.device))
         self.record_costs(model, make_inputs(problem.get_inputs, first, job.device))
         timed = spec.get("timed_sets") or []
         if job.device.type == "cuda" and job.options["timing"] and timed:
@@ -728,6 +760,32 @@ class ReferenceRun:
             self.derive(model, problem.get_inputs, first, budget_s=max(least, DERIVE_FACTOR * (time.monotonic() - started)))
 
     REFUSED = object()
+
+    def call_modes(self, model: torch.nn.Module, inputs: list[Any]) -> list[str]:
+        """The ways a user calls a model that give the problem's own answers on these inputs, besides the judge's (in
+        training mode, gradients off): `eval` (after `model.eval()`) where no module changes with it (no batch norm,
+        no dropout that draws), `grad` (gradients on, as a forward outside `torch.no_grad()` runs) where that changes
+        nothing. A check calls the candidate so on one set each (red team 20: a kernel wrong only in eval mode, or only
+        with gradients on, passed every check). Inputs up to KEEP_ON_DEVICE_BYTES (autograd keeps activations)."""
+        if tensor_bytes(inputs) > KEEP_ON_DEVICE_BYTES:
+            return []
+        modes = []
+        try:
+            with torch.no_grad():
+                base = model(*inputs)
+                model.eval()
+                try:
+                    if _same_outputs(base, model(*inputs)):
+                        modes.append("eval")
+                finally:
+                    model.train()
+            with torch.enable_grad():
+                if _same_outputs(base, model(*inputs)):
+                    modes.append("grad")
+        except Exception:  # noqa: BLE001 - a model that cannot be called so is not called so
+            return modes
+        self.job.sync()
+        return modes
 
     def _returns_integers(self) -> bool:
         """Whether the problem's first trial returned an integer tensor (its structure, recorded before the hidden trials)."""
@@ -1290,7 +1348,8 @@ class CandidateRun:
         self.calls.append(record)
         self.job.send({"type": "call", "record": record})
 
-    def call(self, model, inputs: list[Any], name: str, *, sample: bool, refusable: bool = False, refused_first: str = "") -> Any:
+    def call(self, model, inputs: list[Any], name: str, *, sample: bool, refusable: bool = False, refused_first: str = "",
+             mode: str = "") -> Any:
         """One observed call: poisoned free memory, its torch work, input-mutation check, launches, threads; once
         it has returned and the judge's integrity is verified, its record goes to the judge at once (a later call
         cannot edit it) and its outputs follow (subsampled where the judge says)."""
@@ -1305,8 +1364,8 @@ class CandidateRun:
         recorder = WorkRecorder(work)
         self.host.work = work
         try:
-            with torch.no_grad(), recorder:
-                out = self.watched_call(model, inputs)
+            with torch.enable_grad() if mode == "grad" else torch.no_grad(), recorder:
+                out = self.moded_call(model, inputs, mode)
             self.job.sync()
         except Exception as exc:
             if refusable and is_refusal(exc, self.job.spec["candidate_path"]):
@@ -1395,6 +1454,23 @@ class CandidateRun:
         processes, cpu_s = process_accounting()
         return processes - self.compiler_processes, cpu_s - self.compiler_cpu_s
 
+    def moded_call(self, model, inputs: list[Any], mode: str) -> Any:
+        """The call as a user in `mode` makes it: `eval`, after `model.eval()` (training mode again after it); `grad`,
+        its outputs detached (the caller's gradients on, `call` says)."""
+        if mode == "eval":
+            model.eval()
+            try:
+                return self.watched_call(model, inputs)
+            finally:
+                model.train()
+        out = self.watched_call(model, inputs)
+        if mode == "grad":
+            kind, items = flatten_output(out)
+            if any(isinstance(t, torch.Tensor) and t.requires_grad for t in items):
+                items = [t.detach() if isinstance(t, torch.Tensor) else t for t in items]
+                out = items[0] if kind == "tensor" else tuple(items) if isinstance(out, tuple) else list(items)
+        return out
+
     def watched_call(self, model, inputs: list[Any]) -> Any:
         """The candidate's forward, with the guards on torch's switches armed for exactly its duration."""
         self.guards.active = True
@@ -1429,8 +1505,9 @@ class CandidateRun:
                     job.phase("other_shapes")
                 self.call_or_refuse(model, inputs, input_set["name"])
             else:
-                self.call(model, inputs, input_set["name"], sample=False)
+                self.call(model, inputs, input_set["name"], sample=False, mode=input_set.get("mode", ""))
             if i == 0:
+                self.result["state_after_first"] = buffer_state(model)
                 job.phase("correctness")
                 # GiB inputs are not held through the other sets' calls: the repeats draw them again (same seed,
                 # same values), so one input set is on the device at a time

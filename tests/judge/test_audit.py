@@ -545,8 +545,8 @@ def test_honest_candidates_have_no_findings(path):
         ("leak_ancestor_environ.py", "banned_import dynamic_code"),  # pathlib: a module a kernel may not import
         ("leak_all_environ.py", "dynamic_code"),
         ("leak_config_file.py", "banned_import dynamic_code delegation"),  # numpy.fromfile: a file read, and numpy
-        ("leak_dotenv.py", "banned_import dynamic_code"),
-        ("escape_write.py", "banned_import dynamic_code"),
+        ("leak_dotenv.py", "banned_import dynamic_code introspection"),  # and __file__: where the judge put it
+        ("escape_write.py", "banned_import dynamic_code introspection"),
     ],
 )
 def test_shared_candidate_fixtures(name, rule):

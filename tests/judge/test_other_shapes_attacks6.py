@@ -96,6 +96,6 @@ def test_an_answer_over_the_hold_budget_is_still_held_alone_where_it_fits(monkey
     held.hold("trial_2", [big], [])
     assert [c.name for c in held.calls] == ["trial_2"]
     assert held.shared_by([big[:100]], []) == "trial_2"  # a view into the big answer handed back: caught
-    monkeypatch.setattr(worker, "_room_for", lambda nbytes, values: False)
+    monkeypatch.setattr(worker, "_room_for", lambda nbytes, values, reserve=0: False)
     held.hold("trial_3", [torch.zeros(4096)], [])
     assert [c.name for c in held.calls] == ["trial_2"]  # no room: kept as it was
